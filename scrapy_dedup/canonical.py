@@ -1,0 +1,443 @@
+"""Conservative URL canonicalization: the key the dupefilter stores for a URL.
+
+Pure functions and classes, no Scrapy import. The canonical form is only a
+*key*: nobody fetches it, so it may look odd (``+`` in a query becomes
+``%20``) as long as two URLs share a key only when they serve the same page.
+
+>>> canonicalize_url("HTTP://WWW.Example.com:80/a/./b/?utm_source=x&b=2&a=1#top")
+'https://example.com/a/b?a=1&b=2'
+>>> canonicalize_url("https://example.com/Pricing/")
+'https://example.com/Pricing'
+>>> canonicalize_url("https://example.com/x", trailing_slash=False, scheme=False)
+'https://example.com/x'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from scrapy_dedup.params import StripTable, load_strip_params
+
+__all__ = ["RULES", "UNPARSED", "URLCanonicalizer", "canonicalize_url", "registrable_domain"]
+
+#: Every rule, in the order it is applied. Each can be switched off by name.
+RULES: tuple[str, ...] = (
+    "scheme",  # http and https share one key (each on its own default port)
+    "host",  # host lowercased and IDNA-encoded
+    "www",  # a leading "www." dropped when what remains is a registrable domain
+    "default_port",  # :80 for http, :443 for https, empty ":" dropped
+    "empty_path",  # "" is "/"
+    "percent_encoding",  # RFC 3986 6.2.2: hex upper-cased, unreserved decoded, unsafe encoded
+    "dot_segments",  # "/a/./b/../c" is "/a/c"
+    "session_param",  # session ids in the query and ";jsessionid=" path parameters
+    "trailing_slash",  # one trailing slash stripped ("/a/" is "/a", "/a//" stays)
+    "tracking_param",  # known tracking parameters removed by exact name
+    "empty_query",  # "a=1&&b=2&" is "a=1&b=2", a bare "?" is dropped
+    "query_plus",  # "+" and "%20" are one thing in the query
+    "query_order",  # parameters sorted by name (stable)
+    "fragment",  # "#..." dropped
+)
+_BIT = {name: 1 << i for i, name in enumerate(RULES)}
+#: Set in the mask of :meth:`URLCanonicalizer.canonicalize_traced` when the URL
+#: could not be parsed and its stripped self is its key.
+UNPARSED = 1 << 30
+_HOST_RULE_KEYS = frozenset(RULES) | {"strip_params", "keep_params"}
+
+# RFC 3986 appendix B: matches every string.
+_URI_RE = re.compile(r"^(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?\Z", re.S)
+_HOST_RE = re.compile(r"[a-z0-9\-._~!$&'()*+,;=%]+|\[[0-9a-f:.]+\]|\[v[0-9a-f]+\.[^\]/\s]+\]")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# An escape, or a character that may not stand raw (besides the '%' of a valid escape).
+_PATH_FIX_RE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/]")
+_QUERY_FIX_RE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
+_JSESSIONID_RE = re.compile(r";jsessionid=[^/;]*", re.I)
+_DEFAULT_PORT = {"http": 80, "https": 443}
+_HOST_CACHE_SIZE = 100_000
+_BAD_HOST = object()
+
+
+def _fix_escape(match: re.Match[str]) -> str:
+    text = match.group()
+    if len(text) == 3:  # a %XX escape
+        char = chr(int(text[1:], 16))
+        return char if char in _UNRESERVED else text.upper()
+    # '%' not starting an escape, a control/space/non-ASCII character, ...
+    return "".join(f"%{b:02X}" for b in text.encode("utf-8", "surrogatepass"))
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 for an absolute path."""
+    segments = path.split("/")[1:]
+    out: list[str] = []
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == "..":
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        elif seg == ".":
+            if last:
+                out.append("")
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+@lru_cache(maxsize=65536)
+def registrable_domain(host: str) -> str | None:
+    """The registrable domain ("eTLD+1") of a lowercased ASCII host, from the
+    public suffix list shipped offline with ``publicsuffixlist``; ``None`` for
+    public suffixes, IP addresses and single-label hosts.
+
+    >>> registrable_domain("shop.example.co.uk")
+    'example.co.uk'
+    >>> registrable_domain("co.uk") is None
+    True
+    >>> registrable_domain("a.github.io")
+    'a.github.io'
+    """
+    if not host or host.startswith("[") or host.replace(".", "").isdigit():
+        return None
+    return _psl().privatesuffix(host.rstrip("."))
+
+
+@lru_cache(maxsize=1)
+def _psl() -> Any:
+    from publicsuffixlist import PublicSuffixList
+
+    return PublicSuffixList()
+
+
+class _Config:
+    """The rules in force for one host, as plain attributes for speed."""
+
+    def __init__(self, rules: int, strip: StripTable) -> None:
+        self.rules = rules
+        self.strip = strip
+        for name, bit in _BIT.items():
+            setattr(self, name, bool(rules & bit))
+
+    scheme: bool
+    host: bool
+    www: bool
+    default_port: bool
+    empty_path: bool
+    percent_encoding: bool
+    dot_segments: bool
+    session_param: bool
+    trailing_slash: bool
+    tracking_param: bool
+    empty_query: bool
+    query_plus: bool
+    query_order: bool
+    fragment: bool
+
+
+def _make_config(
+    base_rules: int,
+    base_strip: StripTable,
+    overrides: Mapping[str, Any],
+    strip_params: Iterable[str],
+    keep_params: Iterable[str],
+) -> _Config:
+    rules = base_rules
+    for name, value in overrides.items():
+        if name not in _BIT:
+            raise ValueError(f"unknown URL rule {name!r}; known rules: {', '.join(RULES)}")
+        rules = rules | _BIT[name] if value else rules & ~_BIT[name]
+    add, keep = _names(strip_params, "strip_params"), _names(keep_params, "keep_params")
+    strip = base_strip.with_changes(add, keep) if add or keep else base_strip
+    return _Config(rules, strip)
+
+
+def _names(values: Iterable[str], what: str) -> list[str]:
+    if isinstance(values, str):
+        values = values.split(",") if "," in values else values.split()
+    names = []
+    for value in values:
+        if not isinstance(value, str):
+            raise ValueError(f"{what} must hold parameter names (strings), got {value!r}")
+        if value.strip():
+            names.append(value.strip().lower())
+    return names
+
+
+class URLCanonicalizer:
+    """Builds canonical keys for URLs with a fixed set of rules.
+
+    Every name in :data:`RULES` is a keyword (``True`` by default).
+    ``strip_params`` adds parameter names to remove everywhere,
+    ``keep_params`` protects names from the built-in list, and ``host_rules``
+    maps a host (it also applies to its subdomains) to overrides of any of
+    these, e.g. ``{"shop.example": {"trailing_slash": False, "keep_params": ["ref"]}}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        strip_params: Iterable[str] = (),
+        keep_params: Iterable[str] = (),
+        host_rules: Mapping[str, Mapping[str, Any]] | None = None,
+        **rules: bool,
+    ) -> None:
+        all_on = (1 << len(RULES)) - 1
+        self._default = _make_config(all_on, load_strip_params(), rules, strip_params, keep_params)
+        self._hosts: dict[str, _Config] = {}
+        self._host_cache: dict[str, Any] = {}
+        for host, overrides in (host_rules or {}).items():
+            if not isinstance(overrides, Mapping):
+                raise ValueError(f"host_rules[{host!r}] must be a mapping, got {overrides!r}")
+            unknown = set(overrides) - _HOST_RULE_KEYS
+            if unknown:
+                raise ValueError(
+                    f"host_rules[{host!r}]: unknown keys {sorted(unknown)}; "
+                    f"known: {', '.join(sorted(_HOST_RULE_KEYS))}"
+                )
+            toggles = {k: v for k, v in overrides.items() if k in _BIT}
+            self._hosts[host.strip().lower().rstrip(".")] = _make_config(
+                self._default.rules,
+                self._default.strip,
+                toggles,
+                overrides.get("strip_params", ()),
+                overrides.get("keep_params", ()),
+            )
+
+    def __call__(self, url: str) -> str:
+        return self.canonicalize_traced(url)[0]
+
+    canonicalize = __call__
+
+    @staticmethod
+    def rule_names(mask: int) -> list[str]:
+        """The names of the rules whose bits are set in ``mask``."""
+        return [name for name in RULES if mask & _BIT[name]]
+
+    def _config_for(self, host: str) -> _Config:
+        if not self._hosts:
+            return self._default
+        candidate = host
+        while True:
+            cfg = self._hosts.get(candidate)
+            if cfg is not None:
+                return cfg
+            dot = candidate.find(".")
+            if dot < 0:
+                return self._default
+            candidate = candidate[dot + 1 :]
+
+    def _host(self, host: str) -> tuple[str, _Config, int] | object:
+        """Normalize a host once; crawls meet the same few hosts again and again."""
+        applied = 0
+        low = host.lower()
+        if not low.isascii():
+            try:
+                low = low.encode("idna").decode("ascii")
+            except UnicodeError:
+                return _BAD_HOST
+        if not _HOST_RE.fullmatch(low):
+            return _BAD_HOST
+        cfg = self._config_for(low)
+        if low != host:
+            if not cfg.host:
+                low = host
+            else:
+                applied |= _BIT["host"]
+        host = low
+        if cfg.www and host.startswith("www."):
+            rest = host
+            while rest.startswith("www.") and registrable_domain(rest[4:]):
+                rest = rest[4:]
+            if rest != host:
+                host = rest
+                applied |= _BIT["www"]
+        return host, cfg, applied
+
+    def canonicalize_traced(self, url: str) -> tuple[str, int]:
+        """The key of ``url`` and a bit mask of the rules that changed it.
+
+        Never raises: a URL that cannot be parsed is its own key (stripped).
+        """
+        stripped = url.strip()
+        try:
+            result = self._canonicalize(stripped)
+        except (ValueError, UnicodeError):
+            result = None
+        return result if result is not None else (stripped, UNPARSED)
+
+    def _canonicalize(self, url: str) -> tuple[str, int] | None:  # noqa: C901
+        match = _URI_RE.match(url)
+        assert match is not None  # the pattern matches every string
+        scheme, netloc, path, query, fragment = match.groups()
+        if scheme is None or scheme.lower() not in _DEFAULT_PORT:
+            return url, 0  # only http(s) URLs are rewritten; others are left alone
+        if netloc is None:
+            return None
+        scheme = scheme.lower()
+
+        userinfo, at, hostport = netloc.rpartition("@")
+        if hostport.startswith("["):
+            end = hostport.find("]")
+            if end < 0:
+                return None
+            host, port_text = hostport[: end + 1], hostport[end + 1 :]
+            if port_text and port_text[0] != ":":
+                return None
+            port_text = port_text[1:] if port_text else None
+        else:
+            host, colon, port_text = hostport.partition(":")
+            if not colon:
+                port_text = None
+        if port_text is not None and port_text and not (port_text.isascii() and port_text.isdigit()):
+            return None
+        port = int(port_text) if port_text else None
+        if port is not None and port > 65535:
+            return None
+
+        cached = self._host_cache.get(host)
+        if cached is None:
+            cached = self._host(host)
+            if len(self._host_cache) >= _HOST_CACHE_SIZE:
+                self._host_cache.clear()
+            self._host_cache[host] = cached
+        if cached is _BAD_HOST:
+            return None
+        host, cfg, applied = cached
+
+        default = _DEFAULT_PORT[scheme]
+        if port_text is not None and cfg.default_port and (port is None or port == default):
+            port_text = None
+            applied |= _BIT["default_port"]
+        elif port is not None and str(port) != port_text and cfg.default_port:
+            port_text = str(port)  # ":080" is ":80"
+            applied |= _BIT["default_port"]
+        if scheme == "http" and cfg.scheme:
+            if port_text is None:
+                scheme = "https"
+                applied |= _BIT["scheme"]
+            elif port not in (80, 443):
+                # The same port cannot speak both protocols: one key.
+                scheme = "https"
+                applied |= _BIT["scheme"]
+
+        if not path and cfg.empty_path:
+            path = "/"
+            applied |= _BIT["empty_path"]
+        if cfg.percent_encoding and _PATH_FIX_RE.search(path):
+            fixed = _PATH_FIX_RE.sub(_fix_escape, path)
+            if fixed != path:
+                path = fixed
+                applied |= _BIT["percent_encoding"]
+        if cfg.dot_segments and "." in path and path.startswith("/"):
+            fixed = _remove_dot_segments(path)
+            if fixed != path:
+                path = fixed
+                applied |= _BIT["dot_segments"]
+        if cfg.session_param and ";" in path:
+            fixed = _JSESSIONID_RE.sub("", path)
+            if fixed != path:
+                path = fixed
+                applied |= _BIT["session_param"]
+        if (
+            cfg.trailing_slash
+            and len(path) > 1
+            and path[-1] == "/"
+            and path[-2] != "/"
+        ):
+            path = path[:-1]
+            applied |= _BIT["trailing_slash"]
+
+        if query is not None:
+            query, applied = self._query(query, cfg, applied)
+
+        if fragment is not None:
+            if cfg.fragment:
+                fragment = None
+                applied |= _BIT["fragment"]
+
+        parts = [scheme, "://"]
+        if at:
+            parts += [userinfo, "@"]
+        parts.append(host)
+        if port_text is not None:
+            parts += [":", port_text]
+        parts.append(path)
+        if query is not None:
+            parts += ["?", query]
+        if fragment is not None:
+            parts += ["#", fragment]
+        return "".join(parts), applied
+
+    @staticmethod
+    def _query(query: str, cfg: _Config, applied: int) -> tuple[str | None, int]:
+        pieces = query.split("&")
+        if cfg.empty_query and "" in pieces:
+            pieces = [p for p in pieces if p]
+            applied |= _BIT["empty_query"]
+        if cfg.percent_encoding and _QUERY_FIX_RE.search(query):
+            fixed = [_QUERY_FIX_RE.sub(_fix_escape, p) for p in pieces]
+            if fixed != pieces:
+                pieces = fixed
+                applied |= _BIT["percent_encoding"]
+        if cfg.query_plus and "+" in query:
+            fixed = [p.replace("+", "%20") for p in pieces]
+            if fixed != pieces:
+                pieces = fixed
+                applied |= _BIT["query_plus"]
+        strip = cfg.strip
+        if strip:
+            kept = []
+            for piece in pieces:
+                name, _, value = piece.partition("=")
+                rule = strip.get(name.lower())
+                if rule is not None and rule.matches(value):
+                    bit = _BIT["session_param" if rule.kind == "session" else "tracking_param"]
+                    if cfg.rules & bit:
+                        applied |= bit
+                        continue
+                kept.append(piece)
+            pieces = kept
+        if cfg.query_order and len(pieces) > 1:
+            # A leading "?/route" (index.php?/blog/x) is a path, not a parameter.
+            head = pieces[:1] if pieces[0].startswith("/") and "=" not in pieces[0] else []
+            tail = pieces[len(head) :]
+            ordered = head + sorted(tail, key=lambda p: p.partition("=")[0])
+            if ordered != pieces:
+                pieces = ordered
+                applied |= _BIT["query_order"]
+        if not pieces and cfg.empty_query:
+            if query:
+                return None, applied
+            return None, applied | _BIT["empty_query"]
+        return "&".join(pieces), applied
+
+
+_default_canonicalizer: URLCanonicalizer | None = None
+
+
+def canonicalize_url(url: str, **options: Any) -> str:
+    """The dedup key of ``url``.
+
+    Options are those of :class:`URLCanonicalizer`: any rule name from
+    :data:`RULES` set to ``False`` switches that rule off; ``strip_params``,
+    ``keep_params`` and ``host_rules`` extend the parameter lists. Build a
+    :class:`URLCanonicalizer` once instead when calling this in a loop with
+    options.
+
+    Never raises on a ``str`` and is idempotent:
+    ``canonicalize_url(canonicalize_url(u)) == canonicalize_url(u)``.
+
+    >>> canonicalize_url("http://example.com/index.php?/blog/x&utm_medium=mail")
+    'https://example.com/index.php?/blog/x'
+    >>> canonicalize_url("http://[::1")  # unparseable: the stripped original
+    'http://[::1'
+    """
+    global _default_canonicalizer
+    if options:
+        return URLCanonicalizer(**options)(url)
+    if _default_canonicalizer is None:
+        _default_canonicalizer = URLCanonicalizer()
+    return _default_canonicalizer(url)

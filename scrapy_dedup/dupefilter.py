@@ -1,0 +1,210 @@
+"""CanonicalDupeFilter: Scrapy's frontier keyed on conservative canonical URLs."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import zlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import referer_str
+
+from scrapy_dedup import defaults
+from scrapy_dedup.canonical import UNPARSED, URLCanonicalizer
+from scrapy_dedup.stores import DedupStore, MemoryStore
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from typing_extensions import Self
+
+__all__ = ["CanonicalDupeFilter", "build_canonicalizer"]
+
+logger = logging.getLogger(__name__)
+
+_MASK_BITS = 16  # low bits of a stored value: the rules that changed the first URL
+
+
+def build_canonicalizer(settings: Any) -> URLCanonicalizer:
+    """A :class:`URLCanonicalizer` configured from ``DEDUP_URL_*`` settings.
+
+    Raises ``ValueError`` naming the setting when one is malformed.
+    """
+    rules = defaults.get(settings, "DEDUP_URL_RULES")
+    host_rules = defaults.get(settings, "DEDUP_URL_HOST_RULES")
+    for name, value in (("DEDUP_URL_RULES", rules), ("DEDUP_URL_HOST_RULES", host_rules)):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{name} must be a dict, got {value!r}")
+    try:
+        return URLCanonicalizer(
+            strip_params=defaults.get(settings, "DEDUP_URL_STRIP_PARAMS"),
+            keep_params=defaults.get(settings, "DEDUP_URL_KEEP_PARAMS"),
+            host_rules=host_rules,
+            **{str(k): bool(v) for k, v in rules.items()},
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"invalid DEDUP_URL_* setting: {exc}") from exc
+
+
+class CanonicalDupeFilter(BaseDupeFilter):
+    """A drop-in ``DUPEFILTER_CLASS`` keyed on method, canonical URL and body.
+
+    The canonical URL is only the key: requests still fetch their own URL.
+    A request that is the redirect target of a request with the same key goes
+    through (``/pricing`` answering 301 to ``/pricing/``), requests sent with
+    ``dont_filter=True`` are still recorded, and with ``JOBDIR`` the seen keys
+    survive pause and resume.
+    """
+
+    def __init__(self, crawler: Crawler, store: DedupStore | None = None) -> None:
+        self.crawler = crawler
+        settings = crawler.settings
+        self.canonicalizer = build_canonicalizer(settings)
+        self.debug = settings.getbool("DUPEFILTER_DEBUG") or bool(
+            defaults.get(settings, "DEDUP_DEBUG")
+        )
+        self.store = store if store is not None else MemoryStore(job_dir(settings))
+        self._logged_first = False
+        # Only with debug on: which URL first claimed each key, for the log.
+        self._first_urls: dict[int, str] = {}
+        self._last: tuple[Request, int, int, int] | None = None
+        crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    @classmethod
+    def from_spider(cls, spider: Spider) -> Self:
+        """scrapy-redis's ``Scheduler`` builds its dupefilter this way."""
+        return cls.from_crawler(spider.crawler)
+
+    # Keys ---------------------------------------------------------------
+
+    def canonical_url(self, request: Request) -> tuple[str, int]:
+        """The canonical URL of ``request`` and the mask of rules that changed it."""
+        if request.meta.get("verbatim_url"):
+            return request.url, 0
+        return self.canonicalizer.canonicalize_traced(request.url)
+
+    def request_key(self, request: Request) -> tuple[int, str, int]:
+        """(64-bit key, canonical URL, rule mask) of ``request``."""
+        url, mask = self.canonical_url(request)
+        data = f"{request.method} {url}".encode("utf-8", "surrogatepass")
+        if request.body:
+            data += b"\0" + request.body
+        key = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+        return key, url, mask
+
+    @staticmethod
+    def _info(request: Request, mask: int) -> int:
+        raw = zlib.crc32(request.url.encode("utf-8", "surrogatepass"))
+        return (raw << _MASK_BITS) | (mask & ((1 << _MASK_BITS) - 1))
+
+    def _record(self, request: Request) -> tuple[int, int, int | None]:
+        key, url, mask = self.request_key(request)
+        if mask & UNPARSED:
+            self.crawler.stats.inc_value("dedup/url/unparsed")
+        first = self.store.add_url(key, self._info(request, mask))
+        if first is None:
+            self.crawler.stats.inc_value("dedup/url/seen")
+            if self.debug:
+                self._first_urls[key] = request.url
+        return key, mask, first
+
+    # Scrapy's dupefilter API ----------------------------------------------
+
+    def request_seen(self, request: Request) -> bool:
+        key, mask, first = self._record(request)
+        if first is None:
+            return False
+        if self._is_redirect_to_same_key(request):
+            self.crawler.stats.inc_value("dedup/url/redirect_allowed")
+            if self.debug:
+                logger.debug(
+                    "Letting redirect through: %(request)s (same key as %(source)s)",
+                    {"request": request, "source": request.meta["redirect_urls"][-1]},
+                )
+            return False
+        self._last = (request, key, mask, first)
+        return True
+
+    def _is_redirect_to_same_key(self, request: Request) -> bool:
+        sources = request.meta.get("redirect_urls")
+        if not sources or request.url in sources:  # a loop back to a URL already tried
+            return False
+        source_url = self.canonicalizer.canonicalize(sources[-1])
+        return source_url == self.canonical_url(request)[0]
+
+    def log(self, request: Request, spider: Spider | None = None) -> None:
+        """Called by the scheduler for each request that ``request_seen`` filtered."""
+        if self._last is not None and self._last[0] is request:
+            _, key, mask, first = self._last
+        else:  # called without a matching request_seen(): work it out again
+            key, _, mask = self.request_key(request)
+            first = self.store.get_url(key) or 0
+        self._last = None
+        reasons = self._merge_reasons(request, mask, first)
+        stats = self.crawler.stats
+        stats.inc_value("dupefilter/filtered")
+        stats.inc_value("dedup/url/filtered")
+        for reason in reasons:
+            stats.inc_value(f"dedup/url/filtered/{reason}")
+        if self.debug:
+            logger.debug(
+                "Filtered duplicate request: %(request)s collapsed onto %(onto)s "
+                "(merged by: %(reasons)s; referer: %(referer)s)",
+                {
+                    "request": request,
+                    "onto": self._first_urls.get(key, self.canonical_url(request)[0]),
+                    "reasons": ", ".join(reasons),
+                    "referer": referer_str(request),
+                },
+            )
+        elif not self._logged_first:
+            self._logged_first = True
+            logger.debug(
+                "Filtered duplicate request: %(request)s (canonical URL %(onto)s; merged by: "
+                "%(reasons)s) - no more duplicates will be shown (set DUPEFILTER_DEBUG or "
+                "DEDUP_DEBUG to show all duplicates and what they collapsed onto)",
+                {
+                    "request": request,
+                    "onto": self.canonical_url(request)[0],
+                    "reasons": ", ".join(reasons),
+                },
+            )
+
+    def _merge_reasons(self, request: Request, mask: int, first: int) -> list[str]:
+        """The rules that made ``request`` share a key with the first request.
+
+        A rule that changed one URL and not the other is a reason. When both
+        went through the same rules (``?utm_source=a`` after ``?utm_source=b``)
+        those rules are. The very same URL again is ``exact``: Scrapy's own
+        filter would have dropped it too.
+        """
+        first_mask = first & ((1 << _MASK_BITS) - 1)
+        if first >> _MASK_BITS == zlib.crc32(request.url.encode("utf-8", "surrogatepass")):
+            return ["exact"]
+        names = URLCanonicalizer.rule_names(mask ^ first_mask)
+        return names or URLCanonicalizer.rule_names(mask & first_mask) or ["exact"]
+
+    def _request_scheduled(self, request: Request) -> None:
+        # The scheduler never asks about dont_filter requests; record them so a
+        # later link to a start URL or a retried page is not fetched again.
+        if request.dont_filter:
+            self._record(request)
+
+    def open(self) -> None:
+        pass
+
+    def close(self, reason: str) -> None:
+        self.store.close()
+
+    def clear(self) -> None:
+        """Forget every seen key (scrapy-redis calls this to flush)."""
+        self.store.clear()
+        self._first_urls.clear()
