@@ -1,0 +1,213 @@
+"""CanonicalDupeFilter through the real Scrapy objects and real crawls."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from scrapy import Request
+from scrapy.utils.defer import deferred_f_from_coro_f
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+
+from scrapy_dedup import CanonicalDupeFilter
+from scrapy_dedup.stores import MemoryStore
+from tests.conftest import crawl
+from tests.site import Site, page, redirect, url_stage_routes
+
+DEDUP = {"DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter"}
+
+
+def make_filter(**settings: object) -> CanonicalDupeFilter:
+    crawler = get_crawler(settings_dict={**DEDUP, **settings})
+    return build_from_crawler(CanonicalDupeFilter, crawler)
+
+
+def test_key_covers_method_and_body() -> None:
+    df = make_filter()
+    assert not df.request_seen(Request("https://example.com/form", method="POST", body=b"a=1"))
+    assert not df.request_seen(Request("https://example.com/form", method="POST", body=b"a=2"))
+    assert not df.request_seen(Request("https://example.com/form"))
+    assert df.request_seen(Request("http://example.com/form/", method="POST", body=b"a=1"))
+    assert df.request_seen(Request("https://www.example.com/form?utm_source=x"))
+
+
+def test_verbatim_url_requests_are_keyed_on_their_own_url() -> None:
+    df = make_filter()
+    assert not df.request_seen(Request("https://example.com/a"))
+    assert not df.request_seen(Request("https://example.com/a/", meta={"verbatim_url": True}))
+    assert df.request_seen(Request("https://example.com/a/", meta={"verbatim_url": True}))
+
+
+def test_redirect_to_same_key_goes_through_but_a_loop_does_not() -> None:
+    df = make_filter()
+    assert not df.request_seen(Request("https://example.com/pricing"))
+    hop = Request("https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/pricing"]})
+    assert not df.request_seen(hop)  # the target of a same-key redirect
+    back = Request(
+        "https://example.com/pricing",
+        meta={"redirect_urls": ["https://example.com/pricing", "https://example.com/pricing/"]},
+    )
+    assert df.request_seen(back)  # /pricing -> /pricing/ -> /pricing is a loop
+    other = Request("https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/x"]})
+    assert df.request_seen(other)  # a redirect from another page to a seen key is a duplicate
+    assert df.crawler.stats.get_value("dedup/url/redirect_allowed") == 1
+
+
+def test_unparseable_url_still_gets_a_key() -> None:
+    df = make_filter()
+    assert not df.request_seen(Request("http://exa mple.com/"))  # Scrapy lets it through
+    assert df.request_seen(Request("http://exa mple.com/"))
+    assert not df.request_seen(Request("http://exa mple.com/other"))
+    assert df.crawler.stats.get_value("dedup/url/unparsed") == 3
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("DEDUP_URL_RULES", {"no_such_rule": False}),
+        ("DEDUP_URL_RULES", ["trailing_slash"]),
+        ("DEDUP_URL_HOST_RULES", {"example.com": {"trailing": False}}),
+        ("DEDUP_URL_STRIP_PARAMS", [1, 2]),
+    ],
+)
+def test_bad_settings_fail_clearly(setting: str, value: object) -> None:
+    with pytest.raises(ValueError, match="DEDUP_URL"):
+        make_filter(**{setting: value})
+
+
+def test_settings_switch_rules_off() -> None:
+    df = make_filter(
+        DEDUP_URL_RULES={"trailing_slash": False},
+        DEDUP_URL_KEEP_PARAMS=["ref"],
+        DEDUP_URL_HOST_RULES={"shop.example": {"strip_params": ["sort"]}},
+    )
+    assert not df.request_seen(Request("https://example.com/a"))
+    assert not df.request_seen(Request("https://example.com/a/"))
+    assert not df.request_seen(Request("https://example.com/a?ref=x"))
+    assert not df.request_seen(Request("https://shop.example/a"))
+    assert df.request_seen(Request("https://shop.example/a?sort=price"))
+
+
+def test_jobdir_keeps_seen_keys_and_survives_a_torn_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    df = make_filter(JOBDIR=str(tmp_path))
+    for i in range(10):
+        assert not df.request_seen(Request(f"https://example.com/p{i}"))
+    df.close("shutdown")
+    seen_file = tmp_path / MemoryStore.FILENAME
+    assert seen_file.stat().st_size == 10 * 16
+    with seen_file.open("ab") as f:
+        f.write(b"\x01\x02\x03")  # killed in the middle of a write
+
+    with caplog.at_level(logging.WARNING):
+        df = make_filter(JOBDIR=str(tmp_path))
+    assert "torn last record" in caplog.text
+    for i in range(10):
+        assert df.request_seen(Request(f"http://www.example.com/p{i}/"))
+    assert not df.request_seen(Request("https://example.com/p10"))
+    df.close("finished")
+    assert seen_file.stat().st_size == 11 * 16
+
+
+def test_clear_forgets_everything() -> None:
+    df = make_filter()
+    df.request_seen(Request("https://example.com/a"))
+    df.clear()
+    assert not df.request_seen(Request("https://example.com/a"))
+
+
+def test_scrapy_redis_builds_it_from_the_spider() -> None:
+    """scrapy-redis's Scheduler calls from_spider() and, to flush, clear()."""
+    crawler = get_crawler(settings_dict=DEDUP)
+    crawler.spider = crawler._create_spider("s")
+    df = CanonicalDupeFilter.from_spider(crawler.spider)
+    assert df.crawler is crawler
+
+
+@deferred_f_from_coro_f
+async def test_start_urls_are_recorded_and_not_fetched_again(fresh_site: Site) -> None:
+    fresh_site.routes.update(
+        {
+            "/": lambda q: page("Home", "/a"),
+            "/a": lambda q: page("A", "/?utm_source=a", "/#top", "/b"),
+            "/b": lambda q: page("B", "http://www.example.test:{port}/"),
+        }
+    )
+    result = await crawl(settings=DEDUP, start=[fresh_site.url("/")])
+    assert sorted(fresh_site.fetched()) == ["/", "/a", "/b"]
+    assert result.stats["dedup/url/filtered"] == 3
+
+
+@deferred_f_from_coro_f
+async def test_debug_logs_every_filtered_request_with_what_it_collapsed_onto(
+    fresh_site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    fresh_site.routes.update(url_stage_routes())
+    with caplog.at_level(logging.DEBUG, logger="scrapy_dedup"):
+        result = await crawl(settings={**DEDUP, "DUPEFILTER_DEBUG": True}, start=[fresh_site.url("/")])
+    lines = [r.getMessage() for r in caplog.records if "Filtered duplicate" in r.getMessage()]
+    assert len(lines) == result.stats["dedup/url/filtered"]
+    www = next(line for line in lines if "www.example.test" in line)
+    assert f"collapsed onto {fresh_site.url('/pricing?utm_source=newsletter&utm_medium=email')}" in www
+    assert "merged by: www, tracking_param" in www
+
+
+@deferred_f_from_coro_f
+async def test_without_debug_only_the_first_is_logged_with_a_hint(
+    fresh_site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    fresh_site.routes.update(url_stage_routes())
+    with caplog.at_level(logging.DEBUG, logger="scrapy_dedup"):
+        await crawl(settings=DEDUP, start=[fresh_site.url("/")])
+    lines = [r.getMessage() for r in caplog.records if "Filtered duplicate" in r.getMessage()]
+    assert len(lines) == 1
+    assert "DUPEFILTER_DEBUG" in lines[0]
+
+
+@deferred_f_from_coro_f
+async def test_redirect_chain_through_a_same_key_url_is_crawled(fresh_site: Site) -> None:
+    """/old -> /new (another key, seen) is dropped; /docs -> /docs/ is fetched; a loop ends."""
+    fresh_site.routes.update(
+        {
+            "/": lambda q: page("Home", "/new", "/docs", "/loop", "/old"),
+            "/new": lambda q: page("New"),
+            "/old": lambda q: redirect("/new"),
+            "/docs": lambda q: redirect("/docs/"),
+            "/docs/": lambda q: page("Docs"),
+            "/loop": lambda q: redirect("/loop/"),
+            "/loop/": lambda q: redirect("/loop"),
+        }
+    )
+    result = await crawl(settings=DEDUP, start=[fresh_site.url("/")])
+    fetched = fresh_site.fetched()
+    assert sorted(fetched) == ["/", "/docs", "/docs/", "/loop", "/loop/", "/new", "/old"]
+    assert sorted(item["title"] for item in result.items) == ["Docs", "Home", "New"]
+    assert result.stats["dedup/url/redirect_allowed"] == 2  # /docs/ and /loop/
+
+
+@deferred_f_from_coro_f
+async def test_jobdir_pause_and_resume_fetches_nothing_twice(fresh_site: Site, tmp_path: Path) -> None:
+    pages = {f"/p{i}": [f"/p{j}?utm_source=x" for j in range(i + 1, min(i + 4, 12))] for i in range(12)}
+    fresh_site.routes.update({path: (lambda q, links=links, path=path: page(path, *links)) for path, links in pages.items()})
+    fresh_site.routes["/"] = lambda q: page("Home", "/p0", "/p1?ref=home")
+    settings = {
+        **DEDUP,
+        "JOBDIR": str(tmp_path / "job"),
+        "CONCURRENT_REQUESTS": 1,
+        "CLOSESPIDER_PAGECOUNT": 4,
+    }
+    first = await crawl(settings=settings, start=[fresh_site.url("/")])
+    assert first.stats["finish_reason"] == "closespider_pagecount"
+    first_fetched = fresh_site.fetched()
+    fresh_site.reset()
+    second = await crawl(settings={**settings, "CLOSESPIDER_PAGECOUNT": 0}, start=[fresh_site.url("/")])
+    assert second.stats["finish_reason"] == "finished"
+    second_fetched = fresh_site.fetched()
+    # the start URL is fetched again on resume (dont_filter); nothing else is
+    assert [p for p in second_fetched if p != "/"] and "/" in second_fetched
+    fetched = [p for p in first_fetched + second_fetched if p != "/"]
+    assert len(fetched) == len(set(fetched))
+    assert {p.split("?")[0] for p in fetched} == set(pages)
