@@ -41,6 +41,11 @@ RULES: tuple[str, ...] = (
     "fragment",  # "#..." dropped
 )
 _BIT = {name: 1 << i for i, name in enumerate(RULES)}
+#: Rules that drop part of a URL (as opposed to rewriting it into a normal form).
+DROPPING = sum(
+    _BIT[name]
+    for name in ("fragment", "tracking_param", "session_param", "trailing_slash", "empty_query")
+)
 #: Set in the mask of :meth:`URLCanonicalizer.canonicalize_traced` when the URL
 #: could not be parsed and its stripped self is its key.
 UNPARSED = 1 << 30
@@ -56,7 +61,6 @@ _QUERY_FIX_RE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
 _JSESSIONID_RE = re.compile(r";jsessionid=[^/;]*", re.I)
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _HOST_CACHE_SIZE = 100_000
-_BAD_HOST = object()
 
 
 def _fix_escape(match: re.Match[str]) -> str:
@@ -187,7 +191,7 @@ class URLCanonicalizer:
         all_on = (1 << len(RULES)) - 1
         self._default = _make_config(all_on, load_strip_params(), rules, strip_params, keep_params)
         self._hosts: dict[str, _Config] = {}
-        self._host_cache: dict[str, Any] = {}
+        self._host_cache: dict[str, tuple[str, _Config, int]] = {}
         for host, overrides in (host_rules or {}).items():
             if not isinstance(overrides, Mapping):
                 raise ValueError(f"host_rules[{host!r}] must be a mapping, got {overrides!r}")
@@ -229,17 +233,21 @@ class URLCanonicalizer:
                 return self._default
             candidate = candidate[dot + 1 :]
 
-    def _host(self, host: str) -> tuple[str, _Config, int] | object:
-        """Normalize a host once; crawls meet the same few hosts again and again."""
+    def _host(self, host: str) -> tuple[str, _Config, int]:
+        """Normalize a host once; crawls meet the same few hosts again and again.
+
+        Returns (host, rules in force there, mask of rules applied); a mask of
+        -1 means the host cannot be parsed.
+        """
         applied = 0
         low = host.lower()
         if not low.isascii():
             try:
                 low = low.encode("idna").decode("ascii")
             except UnicodeError:
-                return _BAD_HOST
+                return host, self._default, -1
         if not _HOST_RE.fullmatch(low):
-            return _BAD_HOST
+            return host, self._default, -1
         cfg = self._config_for(low)
         if low != host:
             if not cfg.host:
@@ -303,9 +311,9 @@ class URLCanonicalizer:
             if len(self._host_cache) >= _HOST_CACHE_SIZE:
                 self._host_cache.clear()
             self._host_cache[host] = cached
-        if cached is _BAD_HOST:
-            return None
         host, cfg, applied = cached
+        if applied < 0:
+            return None
 
         default = _DEFAULT_PORT[scheme]
         if port_text is not None and cfg.default_port and (port is None or port == default):

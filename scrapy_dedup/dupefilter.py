@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.job import job_dir
-from scrapy.utils.request import referer_str
+from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from scrapy_dedup import defaults
-from scrapy_dedup.canonical import UNPARSED, URLCanonicalizer
+from scrapy_dedup.canonical import DROPPING, UNPARSED, URLCanonicalizer
 from scrapy_dedup.stores import DedupStore, MemoryStore
 
 if TYPE_CHECKING:
@@ -68,6 +68,13 @@ class CanonicalDupeFilter(BaseDupeFilter):
             defaults.get(settings, "DEDUP_DEBUG")
         )
         self.store = store if store is not None else MemoryStore(job_dir(settings))
+        # A custom REQUEST_FINGERPRINTER_CLASS (scrapy-zyte-api, scrapy-playwright...)
+        # tells requests to one URL apart by more than method and body: honour it.
+        fingerprinter = getattr(crawler, "request_fingerprinter", None)
+        self._fingerprinter = (
+            None if fingerprinter is None or type(fingerprinter) is RequestFingerprinter
+            else fingerprinter
+        )
         self._logged_first = False
         # Only with debug on: which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
@@ -97,6 +104,12 @@ class CanonicalDupeFilter(BaseDupeFilter):
         data = f"{request.method} {url}".encode("utf-8", "surrogatepass")
         if request.body:
             data += b"\0" + request.body
+        if self._fingerprinter is not None:
+            try:
+                canonical_request = request.replace(url=url)
+            except ValueError:  # a key Scrapy would not accept as a URL
+                canonical_request = request
+            data += b"\0" + self._fingerprinter.fingerprint(canonical_request)
         key = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
         return key, url, mask
 
@@ -182,15 +195,17 @@ class CanonicalDupeFilter(BaseDupeFilter):
         """The rules that made ``request`` share a key with the first request.
 
         A rule that changed one URL and not the other is a reason. When both
-        went through the same rules (``?utm_source=a`` after ``?utm_source=b``)
-        those rules are. The very same URL again is ``exact``: Scrapy's own
-        filter would have dropped it too.
+        went through the same rules (``#a`` after ``#b``), what differed was
+        most likely dropped: the dropping rules they share are the reasons,
+        else the shared rewriting ones. The very same URL again is ``exact``:
+        Scrapy's own filter would have dropped it too.
         """
         first_mask = first & ((1 << _MASK_BITS) - 1)
         if first >> _MASK_BITS == zlib.crc32(request.url.encode("utf-8", "surrogatepass")):
             return ["exact"]
-        names = URLCanonicalizer.rule_names(mask ^ first_mask)
-        return names or URLCanonicalizer.rule_names(mask & first_mask) or ["exact"]
+        names = URLCanonicalizer.rule_names
+        both = mask & first_mask
+        return names(mask ^ first_mask) or names(both & DROPPING) or names(both) or ["exact"]
 
     def _request_scheduled(self, request: Request) -> None:
         # The scheduler never asks about dont_filter requests; record them so a

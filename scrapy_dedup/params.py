@@ -9,7 +9,7 @@ parameters). No Scrapy import.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.resources import files
@@ -53,7 +53,7 @@ class StripTable:
                     return candidate
         return rule
 
-    def __iter__(self) -> Iterable[ParamRule]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[ParamRule]:
         yield from self.exact.values()
         for _, rule in self.patterns:
             yield rule

@@ -40,7 +40,7 @@ class CompactMap:
     def __init__(self) -> None:
         self._keys = np.empty(0, dtype=np.uint64)
         self._values = np.empty(0, dtype=np.uint64)
-        self._key_view = memoryview(self._keys)
+        self._key_view = self._keys.data
         self._buffer: dict[int, int] = {}
 
     def __len__(self) -> int:
@@ -96,7 +96,7 @@ class CompactMap:
     def _set_arrays(self, keys: np.ndarray, values: np.ndarray) -> None:
         self._key_view.release()
         self._keys, self._values = keys, values
-        self._key_view = memoryview(self._keys)
+        self._key_view = self._keys.data
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (the dict buffer not counted)."""

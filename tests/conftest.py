@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,3 +121,65 @@ async def crawl(
     await crawler.crawl_async(**spider_kwargs)
     result.stats = dict(crawler.stats.get_stats())
     return result
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis server on loopback: ``DEDUP_TEST_REDIS_URL`` when set (CI
+    sets it to a server already running), else a ``redis-server`` started here
+    on a free port and stopped afterwards."""
+    import redis
+
+    url = os.environ.get("DEDUP_TEST_REDIS_URL")
+    proc = None
+    if not url:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail(
+                "these tests need a real Redis: install redis-server "
+                "(apt-get install redis-server) or set DEDUP_TEST_REDIS_URL=redis://host:port/db"
+            )
+        port = _free_port()
+        workdir = tmp_path_factory.mktemp("redis")
+        proc = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(workdir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"Redis at {url} did not answer within 10 s")
+            time.sleep(0.05)
+    client.close()
+    yield url
+    if proc is not None:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of this test's own; its keys are deleted afterwards."""
+    import redis
+
+    prefix = f"scrapy-dedup-test:{uuid.uuid4().hex[:12]}"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()

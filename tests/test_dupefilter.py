@@ -33,6 +33,20 @@ def test_key_covers_method_and_body() -> None:
     assert df.request_seen(Request("https://www.example.com/form?utm_source=x"))
 
 
+class VariantFingerprinter:
+    """Like scrapy-zyte-api's: one URL fetched two ways is two requests."""
+
+    def fingerprint(self, request: Request) -> bytes:
+        return f"{request.url} {request.meta.get('variant')}".encode()
+
+
+def test_a_custom_request_fingerprinter_is_honoured() -> None:
+    df = make_filter(REQUEST_FINGERPRINTER_CLASS=VariantFingerprinter)
+    assert not df.request_seen(Request("https://example.com/a", meta={"variant": "browser"}))
+    assert not df.request_seen(Request("https://example.com/a", meta={"variant": "http"}))
+    assert df.request_seen(Request("https://example.com/a/?utm_source=x", meta={"variant": "http"}))
+
+
 def test_verbatim_url_requests_are_keyed_on_their_own_url() -> None:
     df = make_filter()
     assert not df.request_seen(Request("https://example.com/a"))
@@ -53,6 +67,27 @@ def test_redirect_to_same_key_goes_through_but_a_loop_does_not() -> None:
     other = Request("https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/x"]})
     assert df.request_seen(other)  # a redirect from another page to a seen key is a duplicate
     assert df.crawler.stats.get_value("dedup/url/redirect_allowed") == 1
+
+
+def test_stats_name_the_rules_that_merged_each_request() -> None:
+    df = make_filter()
+    first = Request("http://example.com:8080/docs#intro")
+    assert not df.request_seen(first)
+    for url in [
+        "http://example.com:8080/docs#install",  # both lost a fragment: fragment
+        "http://example.com:8080/docs/",  # one lost a slash, the other a fragment
+        "http://example.com:8080/docs#intro",  # the very same URL
+        "https://example.com:8080/docs",  # only the first was rewritten to https
+    ]:
+        request = Request(url)
+        assert df.request_seen(request)
+        df.log(request, None)
+    stats = df.crawler.stats
+    assert stats.get_value("dedup/url/filtered") == 4
+    assert stats.get_value("dedup/url/filtered/fragment") == 3
+    assert stats.get_value("dedup/url/filtered/trailing_slash") == 1
+    assert stats.get_value("dedup/url/filtered/exact") == 1
+    assert stats.get_value("dedup/url/filtered/scheme") == 1
 
 
 def test_unparseable_url_still_gets_a_key() -> None:

@@ -1,0 +1,32 @@
+# Scrapy settings for the scrapy-dedup demo project.
+#
+#     https://docs.scrapy.org/en/latest/topics/settings.html
+
+BOT_NAME = "demo"
+
+SPIDER_MODULES = ["demo.spiders"]
+NEWSPIDER_MODULE = "demo.spiders"
+
+# Obey robots.txt rules
+ROBOTSTXT_OBEY = True
+
+# Be polite: at most two requests in flight per site
+CONCURRENT_REQUESTS_PER_DOMAIN = 2
+
+# INFO shows the stats dump at the end of the crawl (dedup/* included)
+# without logging every request
+LOG_LEVEL = "INFO"
+
+FEED_EXPORT_ENCODING = "utf-8"
+
+# ---------------------------------------------------------------------------
+# scrapy-dedup
+# ---------------------------------------------------------------------------
+# URL stage: a request whose canonical URL was already seen is not fetched
+# (tracking parameters, #fragments, trailing slashes, reordered queries, ...).
+DUPEFILTER_CLASS = "scrapy_dedup.CanonicalDupeFilter"
+
+# Later stages go here; they are not released yet, keep them commented out:
+# ITEM_PIPELINES = {"scrapy_dedup.ContentDedupPipeline": 300}
+# DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 950}
+# ADDONS = {"scrapy_dedup.DedupAddon": 0}

@@ -1,0 +1,76 @@
+"""``scrapy crawl site`` on example_project, run exactly as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlsplit
+
+PROJECT = Path(__file__).resolve().parent.parent / "example_project"
+
+# Every real page of the demo site (path?query), each reachable under many URLs.
+EXPECTED = {
+    "/",
+    "/pricing/",  # linked as /pricing, which answers 301 to /pricing/
+    "/about",
+    "/contact",
+    "/changelog",
+    "/blog/",
+    "/blog/?page=2&sort=new",  # also linked as ?sort=new&page=2
+    "/blog/launching-acme-widgets-2",
+    "/blog/how-we-cut-build-times",
+    "/blog/hello-world",
+    "/docs/",
+    "/docs/getting-started",
+    "/docs/installation",
+    "/docs/api",
+    "/docs/faq",
+}
+
+
+def _path(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}" if parts.query else parts.path
+
+
+def _stat(log: str, name: str) -> int:
+    match = re.search(rf"'{re.escape(name)}': (\d+)", log)
+    assert match, f"{name} missing from the stats dump"
+    return int(match.group(1))
+
+
+def test_demo_crawl_fetches_each_page_once(tmp_path: Path) -> None:
+    output = tmp_path / "items.jsonl"
+    env = {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("SCRAPY_")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "site", "-O", str(output)],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stderr
+    assert "Traceback" not in log, log[-3000:]
+
+    items = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    paths = Counter(_path(item["url"]) for item in items)
+    assert set(paths) == EXPECTED
+    assert [p for p, n in paths.items() if n > 1] == []
+    assert len(items) == len(EXPECTED)
+    pricing = next(item for item in items if _path(item["url"]) == "/pricing/")
+    assert pricing["title"] == "Pricing | Acme Widgets"
+    assert pricing["text"].startswith("Pricing Every plan includes unlimited viewers")
+
+    assert _stat(log, "dedup/url/filtered") > 0
+    assert _stat(log, "dedup/url/redirect_allowed") == 1
+    assert _stat(log, "dedup/url/seen") == len(EXPECTED)
+    assert _stat(log, "item_scraped_count") == len(EXPECTED)
