@@ -276,7 +276,7 @@ class URLCanonicalizer:
             result = None
         return result if result is not None else (stripped, UNPARSED)
 
-    def _canonicalize(self, url: str) -> tuple[str, int] | None:  # noqa: C901
+    def _canonicalize(self, url: str) -> tuple[str, int] | None:
         match = _URI_RE.match(url)
         assert match is not None  # the pattern matches every string
         scheme, netloc, path, query, fragment = match.groups()
@@ -299,7 +299,11 @@ class URLCanonicalizer:
             host, colon, port_text = hostport.partition(":")
             if not colon:
                 port_text = None
-        if port_text is not None and port_text and not (port_text.isascii() and port_text.isdigit()):
+        if (
+            port_text is not None
+            and port_text
+            and not (port_text.isascii() and port_text.isdigit())
+        ):
             return None
         port = int(port_text) if port_text else None
         if port is not None and port > 65535:
@@ -349,22 +353,16 @@ class URLCanonicalizer:
             if fixed != path:
                 path = fixed
                 applied |= _BIT["session_param"]
-        if (
-            cfg.trailing_slash
-            and len(path) > 1
-            and path[-1] == "/"
-            and path[-2] != "/"
-        ):
+        if cfg.trailing_slash and len(path) > 1 and path[-1] == "/" and path[-2] != "/":
             path = path[:-1]
             applied |= _BIT["trailing_slash"]
 
         if query is not None:
             query, applied = self._query(query, cfg, applied)
 
-        if fragment is not None:
-            if cfg.fragment:
-                fragment = None
-                applied |= _BIT["fragment"]
+        if fragment is not None and cfg.fragment:
+            fragment = None
+            applied |= _BIT["fragment"]
 
         parts = [scheme, "://"]
         if at:

@@ -15,7 +15,8 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_URL_RULES": {},  # {rule name: bool}; every rule is on unless set to False
     "DEDUP_URL_STRIP_PARAMS": [],  # extra query parameter names to strip everywhere
     "DEDUP_URL_KEEP_PARAMS": [],  # names never stripped (overrides the built-in list)
-    "DEDUP_URL_HOST_RULES": {},  # {host: {rule: bool, "strip_params": [...], "keep_params": [...]}}
+    # {host: {rule: bool, "strip_params": [...], "keep_params": [...]}}
+    "DEDUP_URL_HOST_RULES": {},
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }

@@ -72,7 +72,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         # tells requests to one URL apart by more than method and body: honour it.
         fingerprinter = getattr(crawler, "request_fingerprinter", None)
         self._fingerprinter = (
-            None if fingerprinter is None or type(fingerprinter) is RequestFingerprinter
+            None
+            if fingerprinter is None or type(fingerprinter) is RequestFingerprinter
             else fingerprinter
         )
         self._logged_first = False
@@ -119,7 +120,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         return (raw << _MASK_BITS) | (mask & ((1 << _MASK_BITS) - 1))
 
     def _record(self, request: Request) -> tuple[int, int, int | None]:
-        key, url, mask = self.request_key(request)
+        key, _, mask = self.request_key(request)
         if mask & UNPARSED:
             self.crawler.stats.inc_value("dedup/url/unparsed")
         first = self.store.add_url(key, self._info(request, mask))

@@ -90,7 +90,9 @@ class CompactMap:
         order = np.argsort(new_keys)
         new_keys, new_values = new_keys[order], new_values[order]
         at = np.searchsorted(self._keys, new_keys)
-        self._set_arrays(np.insert(self._keys, at, new_keys), np.insert(self._values, at, new_values))
+        self._set_arrays(
+            np.insert(self._keys, at, new_keys), np.insert(self._values, at, new_values)
+        )
         self._buffer.clear()
 
     def _set_arrays(self, keys: np.ndarray, values: np.ndarray) -> None:

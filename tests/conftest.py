@@ -6,7 +6,6 @@ import socket
 import subprocess
 import time
 import uuid
-
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,8 +147,19 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port = _free_port()
         workdir = tmp_path_factory.mktemp("redis")
         proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(workdir)],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )

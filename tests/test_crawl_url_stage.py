@@ -42,8 +42,15 @@ async def test_each_real_page_fetched_exactly_once(fresh_site: Site) -> None:
     filtered = stats["dedup/url/filtered"]
     assert filtered == stats["dupefilter/filtered"]
     assert filtered >= 12
-    for rule in ("tracking_param", "trailing_slash", "fragment", "www", "scheme",
-                 "query_order", "query_plus"):
+    for rule in (
+        "tracking_param",
+        "trailing_slash",
+        "fragment",
+        "www",
+        "scheme",
+        "query_order",
+        "query_plus",
+    ):
         assert stats.get(f"dedup/url/filtered/{rule}", 0) >= 1, rule
 
 

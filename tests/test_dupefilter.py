@@ -44,7 +44,9 @@ def test_a_custom_request_fingerprinter_is_honoured() -> None:
     df = make_filter(REQUEST_FINGERPRINTER_CLASS=VariantFingerprinter)
     assert not df.request_seen(Request("https://example.com/a", meta={"variant": "browser"}))
     assert not df.request_seen(Request("https://example.com/a", meta={"variant": "http"}))
-    assert df.request_seen(Request("https://example.com/a/?utm_source=x", meta={"variant": "http"}))
+    assert df.request_seen(
+        Request("https://example.com/a/?utm_source=x", meta={"variant": "http"})
+    )
 
 
 def test_verbatim_url_requests_are_keyed_on_their_own_url() -> None:
@@ -57,14 +59,18 @@ def test_verbatim_url_requests_are_keyed_on_their_own_url() -> None:
 def test_redirect_to_same_key_goes_through_but_a_loop_does_not() -> None:
     df = make_filter()
     assert not df.request_seen(Request("https://example.com/pricing"))
-    hop = Request("https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/pricing"]})
+    hop = Request(
+        "https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/pricing"]}
+    )
     assert not df.request_seen(hop)  # the target of a same-key redirect
     back = Request(
         "https://example.com/pricing",
         meta={"redirect_urls": ["https://example.com/pricing", "https://example.com/pricing/"]},
     )
     assert df.request_seen(back)  # /pricing -> /pricing/ -> /pricing is a loop
-    other = Request("https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/x"]})
+    other = Request(
+        "https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/x"]}
+    )
     assert df.request_seen(other)  # a redirect from another page to a seen key is a duplicate
     assert df.crawler.stats.get_value("dedup/url/redirect_allowed") == 1
 
@@ -182,11 +188,16 @@ async def test_debug_logs_every_filtered_request_with_what_it_collapsed_onto(
 ) -> None:
     fresh_site.routes.update(url_stage_routes())
     with caplog.at_level(logging.DEBUG, logger="scrapy_dedup"):
-        result = await crawl(settings={**DEDUP, "DUPEFILTER_DEBUG": True}, start=[fresh_site.url("/")])
+        result = await crawl(
+            settings={**DEDUP, "DUPEFILTER_DEBUG": True}, start=[fresh_site.url("/")]
+        )
     lines = [r.getMessage() for r in caplog.records if "Filtered duplicate" in r.getMessage()]
     assert len(lines) == result.stats["dedup/url/filtered"]
     www = next(line for line in lines if "www.example.test" in line)
-    assert f"collapsed onto {fresh_site.url('/pricing?utm_source=newsletter&utm_medium=email')}" in www
+    assert (
+        f"collapsed onto {fresh_site.url('/pricing?utm_source=newsletter&utm_medium=email')}"
+        in www
+    )
     assert "merged by: www, tracking_param" in www
 
 
@@ -224,9 +235,18 @@ async def test_redirect_chain_through_a_same_key_url_is_crawled(fresh_site: Site
 
 
 @deferred_f_from_coro_f
-async def test_jobdir_pause_and_resume_fetches_nothing_twice(fresh_site: Site, tmp_path: Path) -> None:
-    pages = {f"/p{i}": [f"/p{j}?utm_source=x" for j in range(i + 1, min(i + 4, 12))] for i in range(12)}
-    fresh_site.routes.update({path: (lambda q, links=links, path=path: page(path, *links)) for path, links in pages.items()})
+async def test_jobdir_pause_and_resume_fetches_nothing_twice(
+    fresh_site: Site, tmp_path: Path
+) -> None:
+    pages = {
+        f"/p{i}": [f"/p{j}?utm_source=x" for j in range(i + 1, min(i + 4, 12))] for i in range(12)
+    }
+    fresh_site.routes.update(
+        {
+            path: (lambda q, links=links, path=path: page(path, *links))
+            for path, links in pages.items()
+        }
+    )
     fresh_site.routes["/"] = lambda q: page("Home", "/p0", "/p1?ref=home")
     settings = {
         **DEDUP,
@@ -238,7 +258,9 @@ async def test_jobdir_pause_and_resume_fetches_nothing_twice(fresh_site: Site, t
     assert first.stats["finish_reason"] == "closespider_pagecount"
     first_fetched = fresh_site.fetched()
     fresh_site.reset()
-    second = await crawl(settings={**settings, "CLOSESPIDER_PAGECOUNT": 0}, start=[fresh_site.url("/")])
+    second = await crawl(
+        settings={**settings, "CLOSESPIDER_PAGECOUNT": 0}, start=[fresh_site.url("/")]
+    )
     assert second.stats["finish_reason"] == "finished"
     second_fetched = fresh_site.fetched()
     # the start URL is fetched again on resume (dont_filter); nothing else is
