@@ -6,6 +6,7 @@ import hashlib
 import logging
 import zlib
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -14,7 +15,8 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from scrapy_dedup import defaults
-from scrapy_dedup.canonical import DROPPING, UNPARSED, URLCanonicalizer
+from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.canonical import DROPPING, RULES, UNPARSED, URLCanonicalizer
 from scrapy_dedup.stores import DedupStore, MemoryStore
 
 if TYPE_CHECKING:
@@ -27,6 +29,16 @@ __all__ = ["CanonicalDupeFilter", "build_canonicalizer"]
 logger = logging.getLogger(__name__)
 
 _MASK_BITS = 16  # low bits of a stored value: the rules that changed the first URL
+_LOW_MASK = (1 << _MASK_BITS) - 1
+_REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in (*RULES, "exact")}
+
+
+@lru_cache(maxsize=4096)
+def _reasons(mask: int, first_mask: int) -> tuple[str, ...]:
+    names = URLCanonicalizer.rule_names
+    both = mask & first_mask
+    found = names(mask ^ first_mask) or names(both & DROPPING) or names(both)
+    return tuple(found) or ("exact",)
 
 
 def build_canonicalizer(settings: Any) -> URLCanonicalizer:
@@ -80,7 +92,10 @@ class CanonicalDupeFilter(BaseDupeFilter):
         # Only with debug on: which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
         self._last: tuple[Request, int, int, int] | None = None
+        self._stats = StatsBuffer(crawler.stats)
         crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
+        # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
+        crawler.signals.connect(self._stats.flush, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -117,15 +132,15 @@ class CanonicalDupeFilter(BaseDupeFilter):
     @staticmethod
     def _info(request: Request, mask: int) -> int:
         raw = zlib.crc32(request.url.encode("utf-8", "surrogatepass"))
-        return (raw << _MASK_BITS) | (mask & ((1 << _MASK_BITS) - 1))
+        return (raw << _MASK_BITS) | (mask & _LOW_MASK)
 
     def _record(self, request: Request) -> tuple[int, int, int | None]:
         key, _, mask = self.request_key(request)
         if mask & UNPARSED:
-            self.crawler.stats.inc_value("dedup/url/unparsed")
+            self._stats.inc("dedup/url/unparsed")
         first = self.store.add_url(key, self._info(request, mask))
         if first is None:
-            self.crawler.stats.inc_value("dedup/url/seen")
+            self._stats.inc("dedup/url/seen")
             if self.debug:
                 self._first_urls[key] = request.url
         return key, mask, first
@@ -137,7 +152,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         if first is None:
             return False
         if self._is_redirect_to_same_key(request):
-            self.crawler.stats.inc_value("dedup/url/redirect_allowed")
+            self._stats.inc("dedup/url/redirect_allowed")
             if self.debug:
                 logger.debug(
                     "Letting redirect through: %(request)s (same key as %(source)s)",
@@ -163,11 +178,11 @@ class CanonicalDupeFilter(BaseDupeFilter):
             first = self.store.get_url(key) or 0
         self._last = None
         reasons = self._merge_reasons(request, mask, first)
-        stats = self.crawler.stats
-        stats.inc_value("dupefilter/filtered")
-        stats.inc_value("dedup/url/filtered")
+        stats = self._stats
+        stats.inc("dupefilter/filtered")
+        stats.inc("dedup/url/filtered")
         for reason in reasons:
-            stats.inc_value(f"dedup/url/filtered/{reason}")
+            stats.inc(_REASON_STATS[reason])
         if self.debug:
             logger.debug(
                 "Filtered duplicate request: %(request)s collapsed onto %(onto)s "
@@ -192,7 +207,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
                 },
             )
 
-    def _merge_reasons(self, request: Request, mask: int, first: int) -> list[str]:
+    def _merge_reasons(self, request: Request, mask: int, first: int) -> tuple[str, ...]:
         """The rules that made ``request`` share a key with the first request.
 
         A rule that changed one URL and not the other is a reason. When both
@@ -201,12 +216,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
         else the shared rewriting ones. The very same URL again is ``exact``:
         Scrapy's own filter would have dropped it too.
         """
-        first_mask = first & ((1 << _MASK_BITS) - 1)
         if first >> _MASK_BITS == zlib.crc32(request.url.encode("utf-8", "surrogatepass")):
-            return ["exact"]
-        names = URLCanonicalizer.rule_names
-        both = mask & first_mask
-        return names(mask ^ first_mask) or names(both & DROPPING) or names(both) or ["exact"]
+            return ("exact",)
+        return _reasons(mask & _LOW_MASK, first & _LOW_MASK)
 
     def _request_scheduled(self, request: Request) -> None:
         # The scheduler never asks about dont_filter requests; record them so a
@@ -218,6 +230,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         pass
 
     def close(self, reason: str) -> None:
+        self._stats.flush()
         self.store.close()
 
     def clear(self) -> None:

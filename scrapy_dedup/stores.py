@@ -41,6 +41,7 @@ class CompactMap:
         self._keys = np.empty(0, dtype=np.uint64)
         self._values = np.empty(0, dtype=np.uint64)
         self._key_view = self._keys.data
+        self._value_view = self._values.data
         self._buffer: dict[int, int] = {}
 
     def __len__(self) -> int:
@@ -56,7 +57,7 @@ class CompactMap:
         keys = self._key_view
         i = bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
-            return int(self._values[i])
+            return int(self._value_view[i])
         return None
 
     def setdefault(self, key: int, value: int) -> int | None:
@@ -97,8 +98,10 @@ class CompactMap:
 
     def _set_arrays(self, keys: np.ndarray, values: np.ndarray) -> None:
         self._key_view.release()
+        self._value_view.release()
         self._keys, self._values = keys, values
         self._key_view = self._keys.data
+        self._value_view = self._values.data
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (the dict buffer not counted)."""

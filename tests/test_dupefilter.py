@@ -72,6 +72,7 @@ def test_redirect_to_same_key_goes_through_but_a_loop_does_not() -> None:
         "https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/x"]}
     )
     assert df.request_seen(other)  # a redirect from another page to a seen key is a duplicate
+    df.close("finished")  # stats are batched; closing flushes them
     assert df.crawler.stats.get_value("dedup/url/redirect_allowed") == 1
 
 
@@ -88,6 +89,7 @@ def test_stats_name_the_rules_that_merged_each_request() -> None:
         request = Request(url)
         assert df.request_seen(request)
         df.log(request, None)
+    df.close("finished")
     stats = df.crawler.stats
     assert stats.get_value("dedup/url/filtered") == 4
     assert stats.get_value("dedup/url/filtered/fragment") == 3
@@ -101,6 +103,7 @@ def test_unparseable_url_still_gets_a_key() -> None:
     assert not df.request_seen(Request("http://exa mple.com/"))  # Scrapy lets it through
     assert df.request_seen(Request("http://exa mple.com/"))
     assert not df.request_seen(Request("http://exa mple.com/other"))
+    df.close("finished")
     assert df.crawler.stats.get_value("dedup/url/unparsed") == 3
 
 
