@@ -14,6 +14,7 @@ Pure functions and classes, no Scrapy import. The canonical form is only a
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -61,6 +62,7 @@ _QUERY_FIX_RE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
 _JSESSIONID_RE = re.compile(r";jsessionid=[^/;]*", re.I)
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _HOST_CACHE_SIZE = 100_000
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))  # what browsers strip from a URL's ends
 
 
 def _fix_escape(match: re.Match[str]) -> str:
@@ -70,6 +72,29 @@ def _fix_escape(match: re.Match[str]) -> str:
         return char if char in _UNRESERVED else text.upper()
     # '%' not starting an escape, a control/space/non-ASCII character, ...
     return "".join(f"%{b:02X}" for b in text.encode("utf-8", "surrogatepass"))
+
+
+def _is_route(piece: str) -> bool:
+    """``/blog/x`` in ``index.php?/blog/x``: a path in the query, whose place matters."""
+    return "/" in piece and "=" not in piece
+
+
+def _strippable_www(host: str) -> bool:
+    """``www.`` leads and what remains is a registrable domain itself
+    (``www.example.co.uk``; not ``www.com``, ``www.co.uk``, ``www.shop.example.com``)."""
+    if not host.startswith("www."):
+        return False
+    rest = host[4:]
+    return registrable_domain(rest) == rest
+
+
+def _rule_host(host: str) -> str:
+    """The form host rules are keyed by: lowercase ASCII, no trailing dot, no ``www.``."""
+    host = host.strip().lower().rstrip(".")
+    if not host.isascii():
+        with contextlib.suppress(UnicodeError):  # the key never matches then
+            host = host.encode("idna").decode("ascii")
+    return host[4:] if _strippable_www(host) else host
 
 
 def _remove_dot_segments(path: str) -> str:
@@ -176,8 +201,10 @@ class URLCanonicalizer:
     Every name in :data:`RULES` is a keyword (``True`` by default).
     ``strip_params`` adds parameter names to remove everywhere,
     ``keep_params`` protects names from the built-in list, and ``host_rules``
-    maps a host (it also applies to its subdomains) to overrides of any of
-    these, e.g. ``{"shop.example": {"trailing_slash": False, "keep_params": ["ref"]}}``.
+    maps a host to overrides of any of these, e.g.
+    ``{"shop.example": {"trailing_slash": False, "keep_params": ["ref"]}}``.
+    A host rule covers the host's subdomains and builds on the rule of its
+    nearest parent; a rule for ``www.example.com`` is one for ``example.com``.
     """
 
     def __init__(
@@ -192,6 +219,7 @@ class URLCanonicalizer:
         self._default = _make_config(all_on, load_strip_params(), rules, strip_params, keep_params)
         self._hosts: dict[str, _Config] = {}
         self._host_cache: dict[str, tuple[str, _Config, int]] = {}
+        normalized: dict[str, Mapping[str, Any]] = {}
         for host, overrides in (host_rules or {}).items():
             if not isinstance(overrides, Mapping):
                 raise ValueError(f"host_rules[{host!r}] must be a mapping, got {overrides!r}")
@@ -201,11 +229,15 @@ class URLCanonicalizer:
                     f"host_rules[{host!r}]: unknown keys {sorted(unknown)}; "
                     f"known: {', '.join(sorted(_HOST_RULE_KEYS))}"
                 )
-            toggles = {k: v for k, v in overrides.items() if k in _BIT}
-            self._hosts[host.strip().lower().rstrip(".")] = _make_config(
-                self._default.rules,
-                self._default.strip,
-                toggles,
+            normalized[_rule_host(host)] = overrides
+        # Parents first, so a subdomain's rule builds on its parent's.
+        for host in sorted(normalized, key=lambda h: h.count(".")):
+            overrides = normalized[host]
+            parent = self._config_for(host.partition(".")[2]) if "." in host else self._default
+            self._hosts[host] = _make_config(
+                parent.rules,
+                parent.strip,
+                {k: v for k, v in overrides.items() if k in _BIT},
                 overrides.get("strip_params", ()),
                 overrides.get("keep_params", ()),
             )
@@ -223,7 +255,7 @@ class URLCanonicalizer:
     def _config_for(self, host: str) -> _Config:
         if not self._hosts:
             return self._default
-        candidate = host
+        candidate = host.rstrip(".")
         while True:
             cfg = self._hosts.get(candidate)
             if cfg is not None:
@@ -255,26 +287,27 @@ class URLCanonicalizer:
             else:
                 applied |= _BIT["host"]
         host = low
-        if cfg.www and host.startswith("www."):
-            rest = host
-            while rest.startswith("www.") and registrable_domain(rest[4:]):
-                rest = rest[4:]
-            if rest != host:
-                host = rest
-                applied |= _BIT["www"]
+        if cfg.www and _strippable_www(host):
+            host = host[4:]
+            applied |= _BIT["www"]
         return host, cfg, applied
 
     def canonicalize_traced(self, url: str) -> tuple[str, int]:
         """The key of ``url`` and a bit mask of the rules that changed it.
 
-        Never raises: a URL that cannot be parsed is its own key (stripped).
+        Never raises: a URL that cannot be parsed is its own key, stripped of
+        leading and trailing C0 control characters and spaces (as browsers do).
         """
-        stripped = url.strip()
+        stripped = url.strip(_C0_AND_SPACE)
         try:
             result = self._canonicalize(stripped)
         except (ValueError, UnicodeError):
             result = None
-        return result if result is not None else (stripped, UNPARSED)
+        if result is None:
+            return stripped, UNPARSED
+        # Dropping a fragment or a parameter can bare whitespace that only
+        # percent-encoding (when switched off) would have protected.
+        return result[0].strip(_C0_AND_SPACE), result[1]
 
     def _canonicalize(self, url: str) -> tuple[str, int] | None:
         match = _URI_RE.match(url)
@@ -343,16 +376,16 @@ class URLCanonicalizer:
             if fixed != path:
                 path = fixed
                 applied |= _BIT["percent_encoding"]
-        if cfg.dot_segments and "." in path and path.startswith("/"):
-            fixed = _remove_dot_segments(path)
-            if fixed != path:
-                path = fixed
-                applied |= _BIT["dot_segments"]
         if cfg.session_param and ";" in path:
             fixed = _JSESSIONID_RE.sub("", path)
             if fixed != path:
                 path = fixed
                 applied |= _BIT["session_param"]
+        if cfg.dot_segments and "." in path and path.startswith("/"):
+            fixed = _remove_dot_segments(path)
+            if fixed != path:
+                path = fixed
+                applied |= _BIT["dot_segments"]
         if cfg.trailing_slash and len(path) > 1 and path[-1] == "/" and path[-2] != "/":
             path = path[:-1]
             applied |= _BIT["trailing_slash"]
@@ -396,21 +429,24 @@ class URLCanonicalizer:
         strip = cfg.strip
         if strip:
             kept = []
+            present: set[str] | None = None
             for piece in pieces:
                 name, _, value = piece.partition("=")
                 rule = strip.get(name.lower())
                 if rule is not None and rule.matches(value):
                     bit = _BIT["session_param" if rule.kind == "session" else "tracking_param"]
+                    if rule.requires is not None:
+                        if present is None:
+                            present = {p.partition("=")[0].lower() for p in pieces}
+                        if rule.requires not in present:
+                            bit = 0
                     if cfg.rules & bit:
                         applied |= bit
                         continue
                 kept.append(piece)
             pieces = kept
-        if cfg.query_order and len(pieces) > 1:
-            # A leading "?/route" (index.php?/blog/x) is a path, not a parameter.
-            head = pieces[:1] if pieces[0].startswith("/") and "=" not in pieces[0] else []
-            tail = pieces[len(head) :]
-            ordered = head + sorted(tail, key=lambda p: p.partition("=")[0])
+        if cfg.query_order and len(pieces) > 1 and not any(_is_route(p) for p in pieces):
+            ordered = sorted(pieces, key=lambda p: p.partition("=")[0])
             if ordered != pieces:
                 pieces = ordered
                 applied |= _BIT["query_order"]

@@ -23,13 +23,15 @@ class ParamRule:
 
     ``name`` may end in ``?`` wildcards, each standing for one ASCII letter
     (``aspsessionid????????``); ``value`` is a regex the whole value must
-    match for the parameter to be stripped (``None``: any value).
+    match for the parameter to be stripped (``None``: any value);
+    ``requires`` names a parameter the query must also have.
     """
 
     name: str
     kind: str  # "tracking" or "session"
     value: re.Pattern[str] | None = None
     source: str = ""
+    requires: str | None = None  # another parameter that must be present too
 
     def matches(self, value: str) -> bool:
         return self.value is None or self.value.fullmatch(value) is not None
@@ -78,21 +80,22 @@ def _build(rules: Iterable[ParamRule]) -> StripTable:
 
 
 def parse_strip_params(text: str) -> StripTable:
-    """Parse the data file format: ``name kind [value=REGEX] # source``."""
+    """Parse the data file format:
+    ``name kind [value=REGEX] [requires=NAME] # source``."""
     rules = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line, _, comment = raw.partition("#")
         fields = line.split()
         if not fields:
             continue
-        if len(fields) not in (2, 3) or fields[1] not in ("tracking", "session"):
+        if len(fields) < 2 or fields[1] not in ("tracking", "session"):
             raise ValueError(f"strip_params.txt line {lineno}: cannot read {raw!r}")
-        value = None
-        if len(fields) == 3:
-            if not fields[2].startswith("value="):
-                raise ValueError(f"strip_params.txt line {lineno}: cannot read {raw!r}")
-            value = re.compile(fields[2][len("value=") :])
-        rules.append(ParamRule(fields[0].lower(), fields[1], value, comment.strip()))
+        options = dict(field.partition("=")[::2] for field in fields[2:])
+        if set(options) - {"value", "requires"} or not all(options.values()):
+            raise ValueError(f"strip_params.txt line {lineno}: cannot read {raw!r}")
+        value = re.compile(options["value"]) if "value" in options else None
+        requires = options["requires"].lower() if "requires" in options else None
+        rules.append(ParamRule(fields[0].lower(), fields[1], value, comment.strip(), requires))
     return _build(rules)
 
 

@@ -47,7 +47,9 @@ MUST_MERGE = [
     ),
     ("https://example.com/?sid=0123456789abcdef0123456789abcdef", "https://example.com/"),
     ("https://example.com/?ASPSESSIONIDQQGQQKTA=ABCDEFGHIJKLMNOPQRSTUVWX", "https://example.com/"),
-    ("https://example.com/?sessionid=42&x=1", "https://example.com/?x=1"),
+    ("https://example.com/?sessionid=a8F3kd92LmQ0xYz1&x=1", "https://example.com/?x=1"),
+    ("https://example.com/?CFID=123&CFTOKEN=456&x=1", "https://example.com/?x=1"),
+    ("https://example.com/shop/..;jsessionid=0A1B/admin", "https://example.com/admin"),
     ("http://example.com:8080/a", "https://example.com:8080/a"),
     ("  https://example.com/a\n", "https://example.com/a"),
 ]
@@ -62,6 +64,14 @@ MUST_NOT_MERGE = [
     ("https://example.com/?campaign_id=1", "https://example.com/"),  # not "utm_campaign"
     ("https://example.com/?utm_source_id=1", "https://example.com/"),  # no prefix guessing
     ("https://example.com/?sid=42", "https://example.com/"),  # not a session id's shape
+    ("https://example.com/talk?sessionid=41", "https://example.com/talk?sessionid=42"),
+    ("https://example.com/list?cfid=3", "https://example.com/list?cfid=4"),  # cfid alone
+    ("https://www.shop.example.com/", "https://shop.example.com/"),  # a subdomain, not eTLD+1
+    ("https://example.com/a%C2%A0", "https://example.com/a"),  # NBSP is not trimmed
+    (
+        "https://example.com/index.php?page=2&/blog/x",
+        "https://example.com/index.php?/blog/x&page=2",
+    ),
     ("https://www.com/", "https://com/"),  # www.com is itself the registrable domain
     ("https://www2.example.com/", "https://example.com/"),
     ("https://www.co.uk/", "https://co.uk/"),
@@ -96,13 +106,15 @@ EXPECTED_KEYS = [
     ),
     (
         "https://example.com/index.php?page=2&/blog/x",
-        "https://example.com/index.php?/blog/x&page=2",
+        "https://example.com/index.php?page=2&/blog/x",
     ),
     ("https://example.com/?a&b=&c=1", "https://example.com/?a&b=&c=1"),
     ("https://example.com/?z=1&a=2&z=0", "https://example.com/?a=2&z=1&z=0"),
     ("https://example.com/?q=%e9%zz", "https://example.com/?q=%E9%25zz"),
     ("https://[2001:DB8::1]:443/", "https://[2001:db8::1]/"),
     ("mailto:Someone@Example.com", "mailto:Someone@Example.com"),
+    ("https://example.com/a\xa0", "https://example.com/a%C2%A0"),
+    ("\x00\x1f https://example.com/a \t\n", "https://example.com/a"),
 ]
 
 UNPARSEABLE = [
@@ -149,7 +161,7 @@ def test_every_rule_can_be_switched_off(rule: str) -> None:
         "empty_path": "https://example.com",
         "percent_encoding": "https://example.com/%7ea",
         "dot_segments": "https://example.com/b/../a",
-        "session_param": "https://example.com/a?sessionid=1",
+        "session_param": "https://example.com/a;jsessionid=1",
         "trailing_slash": "https://example.com/a/",
         "tracking_param": "https://example.com/a?utm_source=x",
         "empty_query": "https://example.com/a?",
@@ -180,6 +192,27 @@ def test_strip_and_keep_lists_extend_globally_and_per_host() -> None:
     assert canon("https://eu.shop.example/p/?sort=asc") == "https://eu.shop.example/p/"
     assert canon("https://a.example/p/?sort=asc") == "https://a.example/p?sort=asc"
     assert canon("https://blog.example/?utm_source=x") == "https://blog.example/?utm_source=x"
+
+
+def test_host_rules_match_however_the_host_is_written() -> None:
+    canon = URLCanonicalizer(
+        host_rules={
+            "Bücher.de": {"keep_params": ["utm_source"]},
+            "www.example.com": {"keep_params": ["ref"], "trailing_slash": False},
+            "example.org": {"keep_params": ["src"]},
+            "shop.example.org": {"trailing_slash": False},
+        }
+    )
+    assert canon("https://bücher.de/?utm_source=x") == "https://xn--bcher-kva.de/?utm_source=x"
+    assert (
+        canon("https://xn--bcher-kva.de./?utm_source=x")
+        == "https://xn--bcher-kva.de./?utm_source=x"
+    )
+    # a rule written for www.example.com holds for example.com too, so keys stay stable
+    key = canon("https://www.example.com/a/?ref=1")
+    assert key == "https://example.com/a/?ref=1" == canon(key)
+    # a subdomain's rule builds on its parent's
+    assert canon("https://shop.example.org/a/?src=1") == "https://shop.example.org/a/?src=1"
 
 
 def test_unknown_rule_names_are_errors() -> None:
@@ -276,9 +309,18 @@ def test_never_raises_and_is_idempotent(url: str) -> None:
     assert canonicalize_url(key) == key
 
 
-@settings(max_examples=300, deadline=None)
-@given(_url_ish, st.sets(st.sampled_from(RULES)))
-def test_idempotent_with_any_rules_off(url: str, off: set[str]) -> None:
-    canon = URLCanonicalizer(**dict.fromkeys(off, False))
+_HOST_RULES = {
+    "www.example.com": {"trailing_slash": False, "keep_params": ["ref"]},
+    "bücher.de": {"www": False, "strip_params": ["a"]},
+    "com": {"query_order": False},
+}
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_url_ish, st.sets(st.sampled_from(RULES)), st.booleans())
+def test_idempotent_with_any_rules_off(url: str, off: set[str], host_rules: bool) -> None:
+    canon = URLCanonicalizer(
+        host_rules=_HOST_RULES if host_rules else None, **dict.fromkeys(off, False)
+    )
     key = canon(url)
     assert canon(key) == key
