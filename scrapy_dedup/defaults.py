@@ -1,14 +1,15 @@
 """Every scrapy-dedup setting and its default, in one place.
 
-Settings are read through :func:`get` so a component gets the default even
-when the user's settings do not mention the name.
+Components read a setting with ``settings.getbool(name)``, ``getdict(name,
+DEFAULTS[name])`` and the like, so a user who does not mention a name gets the
+default written here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULTS", "get"]
+__all__ = ["DEFAULTS"]
 
 DEFAULTS: dict[str, Any] = {
     # URL stage (CanonicalDupeFilter)
@@ -20,13 +21,3 @@ DEFAULTS: dict[str, Any] = {
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }
-
-
-def get(settings: Any, name: str) -> Any:
-    """The value of setting ``name`` (a ``scrapy.settings.Settings``), or its default."""
-    value = settings.get(name)
-    if value is None:
-        return DEFAULTS[name]
-    if hasattr(value, "copy_to_dict"):  # a BaseSettings given for a dict setting
-        return value.copy_to_dict()
-    return value

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
-from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -44,19 +43,24 @@ def _reasons(mask: int, first_mask: int) -> tuple[str, ...]:
 def build_canonicalizer(settings: Any) -> URLCanonicalizer:
     """A :class:`URLCanonicalizer` configured from ``DEDUP_URL_*`` settings.
 
+    Dict and list settings may also be given as JSON or comma-separated
+    strings (``-s 'DEDUP_URL_RULES={"www": false}'``), as Scrapy allows.
     Raises ``ValueError`` naming the setting when one is malformed.
     """
-    rules = defaults.get(settings, "DEDUP_URL_RULES")
-    host_rules = defaults.get(settings, "DEDUP_URL_HOST_RULES")
-    for name, value in (("DEDUP_URL_RULES", rules), ("DEDUP_URL_HOST_RULES", host_rules)):
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{name} must be a dict, got {value!r}")
+    values: dict[str, Any] = {}
+    for name in ("DEDUP_URL_RULES", "DEDUP_URL_HOST_RULES"):
+        try:
+            values[name] = settings.getdict(name, defaults.DEFAULTS[name])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be a dict: {exc}") from exc
+    for name in ("DEDUP_URL_STRIP_PARAMS", "DEDUP_URL_KEEP_PARAMS"):
+        values[name] = settings.getlist(name, defaults.DEFAULTS[name])
     try:
         return URLCanonicalizer(
-            strip_params=defaults.get(settings, "DEDUP_URL_STRIP_PARAMS"),
-            keep_params=defaults.get(settings, "DEDUP_URL_KEEP_PARAMS"),
-            host_rules=host_rules,
-            **{str(k): bool(v) for k, v in rules.items()},
+            strip_params=values["DEDUP_URL_STRIP_PARAMS"],
+            keep_params=values["DEDUP_URL_KEEP_PARAMS"],
+            host_rules=values["DEDUP_URL_HOST_RULES"],
+            **{str(k): bool(v) for k, v in values["DEDUP_URL_RULES"].items()},
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"invalid DEDUP_URL_* setting: {exc}") from exc
@@ -76,9 +80,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self.crawler = crawler
         settings = crawler.settings
         self.canonicalizer = build_canonicalizer(settings)
-        self.debug = settings.getbool("DUPEFILTER_DEBUG") or bool(
-            defaults.get(settings, "DEDUP_DEBUG")
-        )
+        self.debug = settings.getbool("DUPEFILTER_DEBUG") or settings.getbool("DEDUP_DEBUG")
         self.store = store if store is not None else MemoryStore(job_dir(settings))
         # A custom REQUEST_FINGERPRINTER_CLASS (scrapy-zyte-api, scrapy-playwright...)
         # tells requests to one URL apart by more than method and body: honour it.
@@ -92,6 +94,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
         # Only with debug on: which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
         self._last: tuple[Request, int, int, int] | None = None
+        # Keys a redirect was let through for: once each, so that follow-up
+        # requests carrying a copied redirect_urls meta are still filtered.
+        self._redirected: set[int] = set()
         self._stats = StatsBuffer(crawler.stats)
         crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
         # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
@@ -151,7 +156,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         key, mask, first = self._record(request)
         if first is None:
             return False
-        if self._is_redirect_to_same_key(request):
+        if key not in self._redirected and self._is_redirect_to_same_key(request):
+            self._redirected.add(key)
             self._stats.inc("dedup/url/redirect_allowed")
             if self.debug:
                 logger.debug(
@@ -237,3 +243,4 @@ class CanonicalDupeFilter(BaseDupeFilter):
         """Forget every seen key (scrapy-redis calls this to flush)."""
         self.store.clear()
         self._first_urls.clear()
+        self._redirected.clear()

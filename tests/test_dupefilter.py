@@ -72,6 +72,13 @@ def test_redirect_to_same_key_goes_through_but_a_loop_does_not() -> None:
         "https://example.com/pricing/", meta={"redirect_urls": ["https://example.com/x"]}
     )
     assert df.request_seen(other)  # a redirect from another page to a seen key is a duplicate
+    # a follow-up that copies the response's meta (meta=response.meta) is not a redirect
+    copied = {"redirect_urls": ["https://example.com/pricing"]}
+    for url in (
+        "https://example.com/pricing#faq",
+        "https://www.example.com/pricing/?utm_source=x",
+    ):
+        assert df.request_seen(Request(url, meta=copied))
     df.close("finished")  # stats are batched; closing flushes them
     assert df.crawler.stats.get_value("dedup/url/redirect_allowed") == 1
 
@@ -121,6 +128,24 @@ def test_bad_settings_fail_clearly(setting: str, value: object) -> None:
         make_filter(**{setting: value})
 
 
+@pytest.mark.parametrize(("value", "expected"), [("False", False), ("0", False), ("True", True)])
+def test_dedup_debug_setting_reads_like_a_boolean(value: str, expected: bool) -> None:
+    assert make_filter(DEDUP_DEBUG=value).debug is expected
+
+
+def test_dict_and_list_settings_may_be_strings_as_on_the_command_line() -> None:
+    df = make_filter(
+        DEDUP_URL_RULES='{"trailing_slash": false}',
+        DEDUP_URL_STRIP_PARAMS="affiliate,sort",
+        DEDUP_URL_HOST_RULES='{"shop.example": {"keep_params": ["sort"]}}',
+    )
+    assert not df.request_seen(Request("https://example.com/a"))
+    assert not df.request_seen(Request("https://example.com/a/"))
+    assert df.request_seen(Request("https://example.com/a?affiliate=9&sort=asc"))
+    assert not df.request_seen(Request("https://shop.example/a?sort=asc"))
+    assert df.request_seen(Request("https://shop.example/a?sort=asc&affiliate=1"))
+
+
 def test_settings_switch_rules_off() -> None:
     df = make_filter(
         DEDUP_URL_RULES={"trailing_slash": False},
@@ -156,19 +181,35 @@ def test_jobdir_keeps_seen_keys_and_survives_a_torn_record(
     assert seen_file.stat().st_size == 11 * 16
 
 
-def test_clear_forgets_everything() -> None:
-    df = make_filter()
+def test_clear_forgets_everything(tmp_path: Path) -> None:
+    df = make_filter(JOBDIR=str(tmp_path))
     df.request_seen(Request("https://example.com/a"))
     df.clear()
     assert not df.request_seen(Request("https://example.com/a"))
+    df.close("finished")
+    assert (tmp_path / MemoryStore.FILENAME).stat().st_size == 16  # only the key added after
+
+
+def test_dedup_debug_keeps_what_each_key_collapsed_onto(caplog: pytest.LogCaptureFixture) -> None:
+    df = make_filter(DEDUP_DEBUG=True)
+    df.request_seen(Request("https://example.com/a?utm_source=x"))
+    request = Request("http://www.example.com/a/")
+    assert df.request_seen(request)
+    with caplog.at_level(logging.DEBUG, logger="scrapy_dedup"):
+        df.log(request, None)
+    assert "collapsed onto https://example.com/a?utm_source=x" in caplog.text
+    assert "merged by: scheme, www, trailing_slash, tracking_param" in caplog.text
 
 
 def test_scrapy_redis_builds_it_from_the_spider() -> None:
-    """scrapy-redis's Scheduler calls from_spider() and, to flush, clear()."""
-    crawler = get_crawler(settings_dict=DEDUP)
+    """scrapy-redis's Scheduler calls from_spider(): the filter is configured from
+    the spider's crawler settings, as with from_crawler()."""
+    crawler = get_crawler(settings_dict={**DEDUP, "DEDUP_URL_RULES": {"trailing_slash": False}})
     crawler.spider = crawler._create_spider("s")
     df = CanonicalDupeFilter.from_spider(crawler.spider)
-    assert df.crawler is crawler
+    assert not df.request_seen(Request("https://example.com/a"))
+    assert not df.request_seen(Request("https://example.com/a/"))
+    assert df.request_seen(Request("https://example.com/a?utm_source=x"))
 
 
 @deferred_f_from_coro_f
