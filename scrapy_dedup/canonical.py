@@ -445,7 +445,11 @@ class URLCanonicalizer:
                         continue
                 kept.append(piece)
             pieces = kept
-        if cfg.query_order and len(pieces) > 1 and not any(_is_route(p) for p in pieces):
+        if (
+            cfg.query_order
+            and len(pieces) > 1
+            and ("/" not in query or not any(_is_route(p) for p in pieces))
+        ):
             ordered = sorted(pieces, key=lambda p: p.partition("=")[0])
             if ordered != pieces:
                 pieces = ordered
