@@ -18,6 +18,15 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_URL_KEEP_PARAMS": [],  # names never stripped (overrides the built-in list)
     # {host: {rule: bool, "strip_params": [...], "keep_params": [...]}}
     "DEDUP_URL_HOST_RULES": {},
+    # Content stage (ContentDedupPipeline)
+    "DEDUP_CONTENT_ENABLED": True,
+    "DEDUP_TEXT_FIELD": "text",  # a field name, or a list: their texts are joined
+    "DEDUP_URL_FIELD": "url",  # where items keep their URL (also rel=canonical's)
+    "DEDUP_ON_DUPLICATE": "drop",  # or "mark": keep it, with duplicate_of/duplicate_kind
+    "DEDUP_NEAR_METHOD": "minhash",  # or "simhash" (the recipe's), or "off"
+    "DEDUP_NEAR_THRESHOLD": 0.7,  # minhash: estimated 3-shingle Jaccard similarity
+    "DEDUP_SIMHASH_MAX_DISTANCE": 3,  # simhash: Hamming radius in bits
+    "DEDUP_MAX_TEXT_CHARS": 1_000_000,  # near-dup fingerprints read at most this much
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
-from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from scrapy_dedup import defaults
+from scrapy_dedup._crawler_store import acquire_store, release_store
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.canonical import DROPPING, RULES, UNPARSED, URLCanonicalizer
-from scrapy_dedup.stores import DedupStore, MemoryStore
+from scrapy_dedup.stores import DedupStore
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -81,7 +81,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         settings = crawler.settings
         self.canonicalizer = build_canonicalizer(settings)
         self.debug = settings.getbool("DUPEFILTER_DEBUG") or settings.getbool("DEDUP_DEBUG")
-        self.store = store if store is not None else MemoryStore(job_dir(settings))
+        self._owns_store = store is None
+        self.store = acquire_store(crawler) if store is None else store
         # A custom REQUEST_FINGERPRINTER_CLASS (scrapy-zyte-api, scrapy-playwright...)
         # tells requests to one URL apart by more than method and body: honour it.
         fingerprinter = getattr(crawler, "request_fingerprinter", None)
@@ -237,7 +238,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     def close(self, reason: str) -> None:
         self._stats.flush()
-        self.store.close()
+        if self._owns_store:
+            release_store(self.crawler)
+            self._owns_store = False
 
     def clear(self) -> None:
         """Forget every seen key (scrapy-redis calls this to flush)."""

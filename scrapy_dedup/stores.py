@@ -12,8 +12,12 @@ import logging
 import os
 from bisect import bisect_left
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from scrapy_dedup.near import NearIndex, NearMethod
 
 __all__ = ["CompactMap", "DedupStore", "MemoryStore"]
 
@@ -112,8 +116,25 @@ class DedupStore:
     """The interface every store implements.
 
     ``add_url(key, info)`` records a request key: it returns ``None`` when the
-    key is new, else the ``info`` recorded with it first.
+    key is new, else the ``info`` recorded with it first. ``add_content``
+    does the same for exact content digests, remembering the first URL;
+    ``match_or_add_near`` returns the kept document a fingerprint is a near
+    duplicate of, or records it as kept.
     """
+
+    def get_content(self, digest: bytes) -> str | None:
+        raise NotImplementedError
+
+    def add_content(self, digest: bytes, url: str) -> str | None:
+        raise NotImplementedError
+
+    def match_or_add_near(
+        self, method: NearMethod, fingerprint: Any, url: str
+    ) -> tuple[str, Any] | None:
+        """``(first URL, score)`` of the best near duplicate of ``fingerprint``
+        among kept documents; when there is none, keep it under ``url`` and
+        return ``None``."""
+        raise NotImplementedError
 
     def add_url(self, key: int, info: int) -> int | None:
         raise NotImplementedError
@@ -126,6 +147,9 @@ class DedupStore:
 
     def clear(self) -> None:
         raise NotImplementedError
+
+    def flush(self) -> None:
+        """Make what was recorded durable (where the store persists at all)."""
 
     def close(self) -> None:
         """Flush and release resources; the store is not used afterwards."""
@@ -144,6 +168,8 @@ class MemoryStore(DedupStore):
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self._urls = CompactMap()
+        self._content: dict[bytes, str] = {}
+        self._near: dict[str, tuple[NearIndex, list[str]]] = {}
         self._file = None
         self.path: Path | None = None
         if directory is not None:
@@ -182,11 +208,41 @@ class MemoryStore(DedupStore):
     def url_count(self) -> int:
         return len(self._urls)
 
+    def get_content(self, digest: bytes) -> str | None:
+        return self._content.get(digest)
+
+    def add_content(self, digest: bytes, url: str) -> str | None:
+        first = self._content.get(digest)
+        if first is None:
+            self._content[digest] = url
+        return first
+
+    def match_or_add_near(
+        self, method: NearMethod, fingerprint: Any, url: str
+    ) -> tuple[str, Any] | None:
+        state = self._near.get(method.name)
+        if state is None:
+            state = self._near[method.name] = (method.new_index(), [])
+        index, urls = state
+        matches = index.query(fingerprint)
+        if matches:
+            doc_id, score = matches[0]
+            return urls[doc_id], score
+        index.add(fingerprint, len(urls))
+        urls.append(url)
+        return None
+
     def clear(self) -> None:
         self._urls.clear()
+        self._content.clear()
+        self._near.clear()
         if self._file is not None:
             self._file.truncate(0)
             self._file.seek(0)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:

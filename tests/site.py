@@ -142,3 +142,124 @@ class Site:
         handler.end_headers()
         if handler.command != "HEAD":
             handler.wfile.write(body)
+
+
+# The content stage -----------------------------------------------------------
+
+SOLAR = (
+    "The city council approved the new solar programme on Tuesday after a long debate about "
+    "costs, maintenance and the share of roofs that can carry panels. Under the plan, every "
+    "public school and library will receive rooftop panels over the next three years, and "
+    "households on low incomes can apply for a grant that covers most of the installation. "
+    "Engineers from the utility told the council that the panels would supply about a fifth "
+    "of the electricity used by public buildings, and that the savings would repay the "
+    "investment within nine years. Several members asked how the panels would be recycled "
+    "at the end of their life, and the council added a clause that requires suppliers to "
+    "take back old modules. Residents who spoke at the meeting mostly welcomed the plan, "
+    "although a group of shop owners worried about the noise and traffic of construction "
+    "in the old town during the summer season. The mayor promised that work in the centre "
+    "would be scheduled for the quieter months, and that a public map would show which "
+    "buildings are next. A first progress report is due in the spring, when the council "
+    "will also decide whether to extend the grants to small businesses and sports clubs."
+)
+WIND = (
+    "A small harbour town has spent the past decade turning its fishing piers into a base "
+    "for servicing offshore wind farms. Crews now leave at dawn in fast catamarans, carrying "
+    "technicians who climb the towers to inspect blades, replace bearings and download data "
+    "from the turbines. The work pays better than fishing ever did, older residents say, but "
+    "it has also changed the rhythm of the place: the cafes open earlier, the boatyard builds "
+    "aluminium hulls instead of wooden trawlers, and the school runs an evening course in "
+    "marine electrics. Not everyone is pleased. Some families who fished for generations feel "
+    "that their quotas were sold too cheaply, and the harbour master complains that the new "
+    "vessels crowd the slipway at the worst hours. Still, the town council reports that the "
+    "population has grown for the first time since the nineteen seventies, and the railway "
+    "company has restored a morning train that had been cancelled for years."
+)
+BLOG = (
+    "We moved our build system to a new set of machines last month, and this post explains "
+    "what broke and what we learned. The old servers were six years old and ran every job "
+    "in one queue, so a slow integration test could block a small documentation change for "
+    "an hour. The new setup splits jobs by size, caches dependencies between runs, and keeps "
+    "the logs for thirty days instead of seven. The first week was rough: two teams found "
+    "that their tests depended on the timezone of the old machines, and a release script "
+    "assumed a path that no longer existed. We fixed both, added a check that fails loudly "
+    "when a job reads the clock without setting a timezone, and wrote down the paths that "
+    "scripts may rely on. Build times dropped by a third on average, and the longest jobs "
+    "now finish before lunch instead of after it. Next we want to run the slowest suites "
+    "nightly and give every pull request a quick smoke test within five minutes."
+)
+PRESS = (
+    "Acme Widgets today announced the opening of its new engineering office in {city}. The "
+    "office will host forty engineers working on sensors for agriculture and water "
+    'management, and the company plans to double that number within two years. "We chose '
+    "{city} because of its universities, its airport and a community of hardware start-ups "
+    'that keeps growing," said the chief executive, adding that the team will work closely '
+    "with local farms to test new soil moisture probes in real fields. The office occupies "
+    "two floors of a former textile mill near the river, renovated with timber frames, a "
+    "workshop for prototypes and a small laboratory for testing electronics in heat and "
+    "humidity. Acme Widgets was founded eleven years ago and sells its devices in more than "
+    "thirty countries. The company said it would offer paid internships to students from "
+    "local colleges every summer, and that the workshop will open to school groups once a "
+    "month. Applications for the first positions are open now on the company website."
+)
+PRODUCT = (
+    "Garden hose, 25 metres, reinforced. SKU {sku}. A flexible hose with three layers and a "
+    "knitted core that resists kinks and bursts, for daily watering of lawns, beds and "
+    "vegetable patches. The outer layer is protected against sunlight and frost, so the hose "
+    "can stay outside all year. Brass fittings at both ends screw onto standard taps and "
+    "spray guns without tools. Weight 3.2 kilograms; working pressure up to 20 bar. Delivered "
+    "rolled and tied, with a wall bracket and a spare washer. Two year guarantee. Customers "
+    "who bought this hose also looked at our spray guns, hose reels and drip irrigation kits."
+)
+
+
+def article(title: str, body: str, *links: str, extra_head: str = "", token: str = "") -> Reply:
+    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
+    html = (
+        f"<!doctype html><html><head><title>{title}</title>{extra_head}</head><body>"
+        f"<nav>{anchors}</nav><main><h1>{title}</h1><p>{body}</p></main>"
+        f'<footer><form><input type="hidden" name="csrf" value="{token}"></form></footer>'
+        "</body></html>"
+    )
+    return Reply(body=html, headers={"Content-Type": "text/html; charset=utf-8"})
+
+
+def content_stage_routes() -> dict[str, Route]:
+    """Real pages whose text repeats under other URLs."""
+    nav = (
+        "/articles/solar",
+        "/articles/solar/print",
+        "/articles/wind",
+        "/shop/garden/hose-25",
+        "/shop/sale/hose-25",
+        "/shop/hose-25-blue",
+        "/news/office-boston",
+        "/news/office-denver",
+        "/blog/post",
+        "/archive/2024/post",
+    )
+    counter = iter(range(10**6))  # a fresh timestamp and CSRF token on every response
+
+    def stamped(q: str) -> Reply:
+        n = next(counter)
+        return article(
+            "Build notes",
+            BLOG,
+            *nav,
+            extra_head=f'<meta name="generated" content="2026-12-02T10:{n:02d}:00">',
+            token=f"tok{n}x{n * 7919}",
+        )
+
+    return {
+        "/": lambda q: article("Home", "Welcome to the example news site.", *nav),
+        "/articles/solar": lambda q: article("Solar plan", SOLAR, *nav),
+        "/articles/solar/print": lambda q: article("Solar plan", SOLAR.upper()),  # print view
+        "/articles/wind": lambda q: article("Wind town", WIND, *nav),
+        "/shop/garden/hose-25": lambda q: article("Hose", PRODUCT.format(sku="GH-2500"), *nav),
+        "/shop/sale/hose-25": lambda q: article("Hose", PRODUCT.format(sku="GH-2500"), *nav),
+        "/shop/hose-25-blue": lambda q: article("Hose", PRODUCT.format(sku="GH-2517"), *nav),
+        "/news/office-boston": lambda q: article("Office", PRESS.format(city="Boston"), *nav),
+        "/news/office-denver": lambda q: article("Office", PRESS.format(city="Denver"), *nav),
+        "/blog/post": stamped,
+        "/archive/2024/post": stamped,
+    }

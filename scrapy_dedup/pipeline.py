@@ -1,0 +1,158 @@
+"""ContentDedupPipeline: drop (or mark) items whose text was already kept."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem, NotConfigured
+
+from scrapy_dedup import defaults
+from scrapy_dedup._crawler_store import acquire_store, release_store
+from scrapy_dedup.near import NearMethod, make_method
+from scrapy_dedup.text import content_digest, extract_text
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from typing_extensions import Self
+
+    from scrapy_dedup.stores import DedupStore
+
+__all__ = ["ContentDedupPipeline"]
+
+logger = logging.getLogger(__name__)
+
+
+class ContentDedupPipeline:
+    """Drops items whose extracted text is identical, or nearly so, to an item
+    already kept, whatever URL they came from.
+
+    Exact duplicates: SHA-256 of the lowercased, whitespace-collapsed text.
+    Near duplicates: by default MinHash over 3-word shingles, an estimated
+    Jaccard similarity of at least ``DEDUP_NEAR_THRESHOLD``; or the recipe's
+    SimHash radius (``DEDUP_NEAR_METHOD = "simhash"``).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool(
+            "DEDUP_CONTENT_ENABLED", defaults.DEFAULTS["DEDUP_CONTENT_ENABLED"]
+        ):
+            raise NotConfigured("DEDUP_CONTENT_ENABLED is False")
+        self.crawler = crawler
+        self.text_fields = _field_list(settings, "DEDUP_TEXT_FIELD")
+        self.url_field = settings.get("DEDUP_URL_FIELD") or defaults.DEFAULTS["DEDUP_URL_FIELD"]
+        self.on_duplicate = settings.get(
+            "DEDUP_ON_DUPLICATE", defaults.DEFAULTS["DEDUP_ON_DUPLICATE"]
+        )
+        if self.on_duplicate not in ("drop", "mark"):
+            raise ValueError(
+                f"DEDUP_ON_DUPLICATE must be 'drop' or 'mark', got {self.on_duplicate!r}"
+            )
+        try:
+            self.near: NearMethod | None = make_method(
+                settings.get("DEDUP_NEAR_METHOD", defaults.DEFAULTS["DEDUP_NEAR_METHOD"]),
+                threshold=settings.getfloat(
+                    "DEDUP_NEAR_THRESHOLD", defaults.DEFAULTS["DEDUP_NEAR_THRESHOLD"]
+                ),
+                max_distance=settings.getint(
+                    "DEDUP_SIMHASH_MAX_DISTANCE", defaults.DEFAULTS["DEDUP_SIMHASH_MAX_DISTANCE"]
+                ),
+            )
+        except ValueError as exc:
+            raise ValueError(f"invalid DEDUP_NEAR_* setting: {exc}") from exc
+        self.max_chars = settings.getint(
+            "DEDUP_MAX_TEXT_CHARS", defaults.DEFAULTS["DEDUP_MAX_TEXT_CHARS"]
+        )
+        self.debug = settings.getbool("DEDUP_DEBUG")
+        self.stats = crawler.stats
+        self._logged_first = False
+        self._warned_mark = False
+        self.store: DedupStore | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def open_spider(self) -> None:
+        self.store = acquire_store(self.crawler)
+
+    def close_spider(self) -> None:
+        if self.store is not None:
+            release_store(self.crawler)
+            self.store = None
+
+    async def process_item(self, item: Any) -> Any:
+        adapter = ItemAdapter(item)
+        text = extract_text(adapter, self.text_fields)
+        if text is None:
+            self.stats.inc_value("dedup/items/no_text")
+            return item
+        if self.store is None:  # used without open_spider (e.g. called directly)
+            self.open_spider()
+        assert self.store is not None
+        url = adapter.get(self.url_field)
+        url = url if isinstance(url, str) else repr(url)
+
+        digest = content_digest(text)
+        first = self.store.get_content(digest)
+        if first is not None:
+            return self._duplicate(item, adapter, "exact", first, url, "identical text")
+        if self.near is not None:
+            # Only the fingerprint is bounded: a 10 MB page still gets its exact
+            # digest over the whole text above.
+            sample = text if len(text) <= self.max_chars else text[: self.max_chars]
+            match = self.store.match_or_add_near(self.near, self.near.fingerprint(sample), url)
+            if match is not None:
+                first, score = match
+                return self._duplicate(
+                    item, adapter, "near", first, url, self.near.describe(score)
+                )
+        # Only kept items' texts are recorded, so a duplicate always names a kept item.
+        first = self.store.add_content(digest, url)
+        if first is not None:  # another worker kept the same text meanwhile
+            return self._duplicate(item, adapter, "exact", first, url, "identical text")
+        self.stats.inc_value("dedup/items/unique")
+        return item
+
+    def _duplicate(
+        self, item: Any, adapter: ItemAdapter, kind: str, first: str, url: str, why: str
+    ) -> Any:
+        self.stats.inc_value(f"dedup/items/{kind}")
+        message = f"{kind} duplicate of {first} ({why})"
+        if self.on_duplicate == "mark":
+            try:
+                adapter["duplicate_of"] = first
+                adapter["duplicate_kind"] = kind
+            except KeyError:
+                self.stats.inc_value("dedup/items/mark_unsupported")
+                if not self._warned_mark:
+                    self._warned_mark = True
+                    logger.warning(
+                        "DEDUP_ON_DUPLICATE='mark' but %s items have no duplicate_of/"
+                        "duplicate_kind fields: duplicates pass through unmarked. Declare the "
+                        "two fields or use 'drop'.",
+                        type(item).__name__,
+                    )
+            if self.debug:
+                logger.info("Marked %s: %s", url, message)
+            return item
+        if self.debug:
+            level = "INFO"
+        elif not self._logged_first:
+            self._logged_first = True
+            level = "INFO"
+            message += (
+                " - further duplicates are logged at DEBUG (set DEDUP_DEBUG to log them at INFO)"
+            )
+        else:
+            level = "DEBUG"
+        raise DropItem(message, log_level=level)
+
+
+def _field_list(settings: Any, name: str) -> list[str]:
+    fields = settings.getlist(name) if settings.get(name) else [defaults.DEFAULTS[name]]
+    if not all(isinstance(f, str) and f.strip() for f in fields):
+        raise ValueError(f"{name} must be a field name or a list of names, got {fields!r}")
+    return [f.strip() for f in fields]
