@@ -1,0 +1,98 @@
+"""The content stage's decision on the labelled set of real text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scrapy_dedup.fingerprint import shingle_hashes
+from scrapy_dedup.minhash import MinHashLSH, jaccard_estimate, minhash_signature
+from scrapy_dedup.near import MinHashMethod, SimhashMethod
+from scrapy_dedup.stores import MemoryStore
+from tests.neardup_corpus import (
+    KINDS_NEGATIVE,
+    KINDS_POSITIVE,
+    Pair,
+    documents,
+    labelled_pairs,
+    shingle_jaccard,
+)
+
+
+def _second_is_duplicate(method: MinHashMethod | SimhashMethod, a: str, b: str) -> bool:
+    store = MemoryStore()
+    assert store.match_or_add_near(method, method.fingerprint(a), "a") is None
+    return store.match_or_add_near(method, method.fingerprint(b), "b") is not None
+
+
+@pytest.fixture(scope="module")
+def pairs() -> list[Pair]:
+    return labelled_pairs(seed=3, per_kind=25)
+
+
+def test_default_method_catches_every_edit_up_to_2_percent(pairs: list[Pair]) -> None:
+    method = MinHashMethod()
+    for kind in KINDS_POSITIVE:
+        if kind in ("exact", "case_whitespace"):
+            continue  # the exact digest's job
+        caught = [_second_is_duplicate(method, p.a, p.b) for p in pairs if p.kind == kind]
+        assert sum(caught) / len(caught) >= 0.95, kind
+
+
+def test_default_method_never_drops_a_different_document(pairs: list[Pair]) -> None:
+    method = MinHashMethod()
+    for kind in KINDS_NEGATIVE:
+        dropped = [p for p in pairs if p.kind == kind and _second_is_duplicate(method, p.a, p.b)]
+        assert not dropped, kind
+    store = MemoryStore()
+    docs = documents(seed=3)
+    matches = [
+        store.match_or_add_near(method, method.fingerprint(d), str(i)) for i, d in enumerate(docs)
+    ]
+    assert matches == [None] * len(docs)
+
+
+def test_the_recipes_radius_is_a_near_exact_detector(pairs: list[Pair]) -> None:
+    method = SimhashMethod(3)
+    swaps = [p for p in pairs if p.kind == "word_swap_2pct"]
+    assert sum(_second_is_duplicate(method, p.a, p.b) for p in swaps) / len(swaps) < 0.5
+
+
+def test_minhash_estimates_the_shingle_jaccard(pairs: list[Pair]) -> None:
+    errors = []
+    for p in pairs:
+        a = minhash_signature(shingle_hashes(p.a), 256)
+        b = minhash_signature(shingle_hashes(p.b), 256)
+        errors.append(abs(jaccard_estimate(a, b) - shingle_jaccard(p.a, p.b)))
+    assert np.mean(errors) < 0.03
+    assert max(errors) < 0.15
+
+
+def test_minhash_is_stable_and_chunked_like_a_single_pass() -> None:
+    rng = np.random.default_rng(7)
+    hashes = rng.integers(0, 2**63, size=20_000, dtype=np.uint64)
+    whole = minhash_signature(hashes)
+    assert np.array_equal(whole, minhash_signature(hashes[::-1]))
+    assert np.array_equal(whole, minhash_signature(np.concatenate([hashes, hashes[:100]])))
+    assert np.array_equal(
+        np.minimum(minhash_signature(hashes[:7000]), minhash_signature(hashes[7000:])), whole
+    )
+    # a fixed value: signatures must compare across processes and versions
+    head = minhash_signature(np.array([1, 2, 3], dtype=np.uint64))[:3].tolist()
+    assert head == [1755676170, 1262997855, 743658570]
+
+
+def test_lsh_finds_what_it_stored_and_rejects_bad_parameters() -> None:
+    lsh = MinHashLSH()
+    rng = np.random.default_rng(1)
+    sigs = [
+        minhash_signature(rng.integers(0, 2**63, size=300, dtype=np.uint64)) for _ in range(50)
+    ]
+    for i, sig in enumerate(sigs):
+        lsh.add(sig, i)
+    for i, sig in enumerate(sigs):
+        assert lsh.query(sig) == [(i, 1.0)]
+    with pytest.raises(ValueError):
+        MinHashLSH(num_perm=64, bands=10)
+    with pytest.raises(ValueError):
+        MinHashLSH(threshold=0)
