@@ -103,7 +103,9 @@ PAGES: dict[str, tuple[str, str]] = {
         <a href="/docs/getting-started/#install">getting started guide</a> is updated. We
         also wrote up how we made the builds faster:
         <a href="/blog/how-we-cut-build-times?utm_source=twitter&amp;utm_medium=social">read
-        it here</a>.</p>""",
+        it here</a>.</p>
+        <p><a href="/blog/launching-acme-widgets-2/print">Print this post</a>. Press:
+        <a href="/press/berlin">Berlin</a>, <a href="/press/lisbon">Lisbon</a>.</p>""",
     ),
     "/blog/how-we-cut-build-times": (
         "How we cut our build times in half",
@@ -183,6 +185,24 @@ def blog_index(page: int) -> tuple[str, str]:
         behind Acme Widgets.</p><ul>{items}</ul><p>{newer} {older}</p>
         <p>Pages: <a href="/blog/">1</a> <a href="/blog/?sort=new&amp;page=2">2</a></p>""",
     )
+
+
+PRESS_RELEASE = """<p>Acme Widgets opens a support and engineering office in {city}</p>
+<p>Acme Widgets, the company behind the embeddable widget editor used by thousands of small
+businesses, today announced a new office in {city}. The team will support customers in their
+own time zone, run workshops for agencies and build the integrations that European customers
+ask for most: payment providers, booking systems and accessible forms. The office opens with
+twelve people and plans to grow to thirty within two years, hiring engineers, designers and
+support specialists. Customers can book a free onboarding session with the new team from next
+month, and partners are invited to an open day with talks, demos and coffee on the first
+Friday of every quarter. Acme Widgets 2.0, released this spring, introduced a grid editor,
+phone previews and publishing without code changes; the company says the new office will
+focus on the next release, with offline editing and shared component libraries.</p>"""
+# The content stage has something to find: a print view repeats a post word for word
+# (an exact duplicate) and one press release runs under two cities (a near duplicate).
+PAGES["/blog/launching-acme-widgets-2/print"] = PAGES["/blog/launching-acme-widgets-2"]
+PAGES["/press/berlin"] = ("Press release", PRESS_RELEASE.format(city="Berlin"))
+PAGES["/press/lisbon"] = ("Press release", PRESS_RELEASE.format(city="Lisbon"))
 
 
 def render(path: str, query: str, origin: str) -> tuple[int, dict[str, str], str]:

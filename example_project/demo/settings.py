@@ -26,7 +26,13 @@ FEED_EXPORT_ENCODING = "utf-8"
 # (tracking parameters, #fragments, trailing slashes, reordered queries, ...).
 DUPEFILTER_CLASS = "scrapy_dedup.CanonicalDupeFilter"
 
-# Later stages go here; they are not released yet, keep them commented out:
-# ITEM_PIPELINES = {"scrapy_dedup.ContentDedupPipeline": 300}
+# Content stage: an item whose text is the same as, or nearly the same as, an item
+# already kept is dropped (a print view, one press release under two city names).
+# The spider puts the page text in the item's "text" field (DEDUP_TEXT_FIELD).
+ITEM_PIPELINES = {"scrapy_dedup.ContentDedupPipeline": 300}
+
+# Not released yet, keep it commented out:
 # DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 950}
+
+# Instead of the lines above, one line turns every stage on:
 # ADDONS = {"scrapy_dedup.DedupAddon": 0}
