@@ -38,8 +38,8 @@ from tests.neardup_corpus import (
 METHODS: dict[str, Callable[[], NearMethod | None]] = {
     "recipe: simhash k=3": lambda: SimhashMethod(3),
     "simhash k=6": lambda: SimhashMethod(6),
-    "minhash J>=0.8": lambda: MinHashMethod(0.8),
-    "minhash J>=0.7": lambda: MinHashMethod(0.7),
+    "minhash J>=0.75 (default)": lambda: MinHashMethod(0.75),
+    "minhash J>=0.85": lambda: MinHashMethod(0.85),
     "exact digest only": lambda: None,
 }
 

@@ -24,9 +24,10 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_URL_FIELD": "url",  # where items keep their URL (also rel=canonical's)
     "DEDUP_ON_DUPLICATE": "drop",  # or "mark": keep it, with duplicate_of/duplicate_kind
     "DEDUP_NEAR_METHOD": "minhash",  # or "simhash" (the recipe's), or "off"
-    "DEDUP_NEAR_THRESHOLD": 0.7,  # minhash: estimated 3-shingle Jaccard similarity
+    "DEDUP_NEAR_THRESHOLD": 0.75,  # minhash: estimated 3-shingle Jaccard similarity
     "DEDUP_SIMHASH_MAX_DISTANCE": 3,  # simhash: Hamming radius in bits
     "DEDUP_MAX_TEXT_CHARS": 1_000_000,  # near-dup fingerprints read at most this much
+    "DEDUP_NEAR_MIN_WORDS": 30,  # shorter texts are compared exactly only
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }

@@ -29,16 +29,26 @@ _powers = np.ones(0, dtype=np.uint64)
 _inv_powers = np.ones(0, dtype=np.uint64)
 
 
-def _grow_powers(n: int) -> None:
-    global _powers, _inv_powers
-    size = max(n, 2 * len(_powers), 1 << 16)
+_CACHED_POWERS = 1 << 21  # longer texts get tables of their own, not kept afterwards
+
+
+def _make_powers(size: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
     # cumprod wraps modulo 2**64 (numpy array arithmetic never checks overflow).
     base = np.full(size, _BASE, dtype=np.uint64)
     base[0] = 1
     inv = np.full(size, _BASE_INV, dtype=np.uint64)
     inv[0] = 1
-    _powers = np.cumprod(base, dtype=np.uint64)
-    _inv_powers = np.cumprod(inv, dtype=np.uint64)
+    return np.cumprod(base, dtype=np.uint64), np.cumprod(inv, dtype=np.uint64)
+
+
+def _powers_for(n: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    global _powers, _inv_powers
+    if n <= len(_powers):
+        return _powers, _inv_powers
+    if n > _CACHED_POWERS:
+        return _make_powers(n)
+    _powers, _inv_powers = _make_powers(min(max(n, 2 * len(_powers), 1 << 16), _CACHED_POWERS))
+    return _powers, _inv_powers
 
 
 def _mix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -123,19 +133,18 @@ def shingle_hashes(text: str, size: int = 3) -> npt.NDArray[np.uint64]:
     words = len(starts)
     if not words:
         return _EMPTY.copy()
-    if n > len(_powers):
-        _grow_powers(n)
+    powers, inv_powers = _powers_for(n)
     # prefix[k] = sum over j < k of (c[j] + 1) * P**j; a word's polynomial is the
     # difference of two prefixes, shifted back to position 0 by P**-start.
     weighted = codes.view(np.uint64)
     weighted += np.uint64(1)
-    weighted *= _powers[:n]
+    weighted *= powers[:n]
     prefix = np.empty(n + 1, dtype=np.uint64)
     prefix[0] = 0
     np.cumsum(weighted, out=prefix[1:])
     word_hashes = prefix[edges[1::2]]
     word_hashes -= prefix[starts]
-    word_hashes *= _inv_powers[starts]
+    word_hashes *= inv_powers[starts]
     _mix64(word_hashes)
     count = max(words - size + 1, 1)
     width = min(size, words)
@@ -145,9 +154,20 @@ def shingle_hashes(text: str, size: int = 3) -> npt.NDArray[np.uint64]:
     return _mix64(hashes)
 
 
+_COUNT_CHUNK = 1 << 16
+
+
 def _count_bits(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     """Return, for each bit position b (least significant first), how many of
     *hashes* have bit b set."""
+    if len(hashes) > _COUNT_CHUNK:  # bounded memory: 64 bytes per hash while unpacked
+        return sum(
+            (
+                _count_bits(hashes[i : i + _COUNT_CHUNK])
+                for i in range(0, len(hashes), _COUNT_CHUNK)
+            ),
+            np.zeros(64, dtype=np.int64),
+        )
     count = len(hashes)
     # Pad to a multiple of 128 with zeros (which set no bit), then unpack each hash
     # to 64 bytes of 0/1 seen as 8 uint64 words, and add halves together 7 times:

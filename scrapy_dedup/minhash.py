@@ -7,8 +7,8 @@ crawl scale. MinHash bands can: unrelated documents share almost no
 shingles, so they almost never meet in a band, while a pair with a 3-shingle
 Jaccard similarity of 0.89 (2% of the words changed) meets in at least one
 of 16 bands of 4 rows with probability 1 - (1 - 0.89**4)**16 > 0.9999. The
-signature also estimates that Jaccard similarity, which is what confirms a
-candidate.
+signature, 128 values long (the bands use the first 64), also estimates that
+Jaccard similarity to within about 0.04, which is what confirms a candidate.
 
 >>> from scrapy_dedup.fingerprint import shingle_hashes
 >>> a = minhash_signature(shingle_hashes("the quick brown fox jumps over the lazy dog"))
@@ -26,11 +26,26 @@ __all__ = ["MinHashLSH", "jaccard_estimate", "minhash_signature"]
 _CHUNK = 4096  # shingles hashed at once: bounds memory for huge texts
 
 
+def _splitmix64(state: int, count: int) -> list[int]:
+    """``count`` values of the splitmix64 sequence: plain integer arithmetic,
+    so the permutations never change with a numpy release."""
+    out = []
+    for _ in range(count):
+        state = (state + 0x9E3779B97F4A7C15) & _MASK64
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        out.append(z ^ (z >> 31))
+    return out
+
+
+_MASK64 = (1 << 64) - 1
+
+
 def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
-    # Fixed, seeded: signatures must compare across processes and machines.
-    rng = np.random.Generator(np.random.PCG64(0x5C4A_9D3D_0ED0_0001))
-    a = rng.integers(1, 1 << 63, size=num_perm, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-    b = rng.integers(0, 1 << 63, size=num_perm, dtype=np.uint64)
+    # Fixed: signatures must compare across processes, machines and versions.
+    values = _splitmix64(0x5C4A_9D3D_0ED0_0001, 2 * num_perm)
+    a = np.array([v | 1 for v in values[:num_perm]], dtype=np.uint64)  # odd multipliers
+    b = np.array(values[num_perm:], dtype=np.uint64)
     return a[:, None], b[:, None]
 
 
@@ -38,7 +53,7 @@ _PERMS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 _BUFFERS: dict[int, np.ndarray] = {}  # reused: fresh 2 MB arrays cost page faults
 
 
-def minhash_signature(hashes: np.ndarray, num_perm: int = 64) -> np.ndarray:
+def minhash_signature(hashes: np.ndarray, num_perm: int = 128) -> np.ndarray:
     """The MinHash signature (``num_perm`` uint32 values) of a set of 64-bit
     shingle hashes, with multiply-shift permutations ``(a*h + b) >> 32``.
 
@@ -72,21 +87,27 @@ def jaccard_estimate(a: np.ndarray, b: np.ndarray) -> float:
 
 
 class MinHashLSH:
-    """Signatures of kept documents, found again through ``bands`` LSH bands.
+    """Signatures of kept documents, found again through LSH bands.
 
-    ``query`` returns the stored documents whose estimated Jaccard similarity
-    to the signature is at least ``threshold``, best first; ``band_keys``
-    gives the 64-bit keys a store files a signature under.
+    The first ``bands * rows`` values of a signature form the bands; the whole
+    signature estimates the similarity. ``query`` returns the stored documents
+    whose estimated Jaccard similarity to the signature is at least
+    ``threshold``, best first; ``band_keys`` gives the 64-bit keys a store
+    files a signature under.
     """
 
-    def __init__(self, num_perm: int = 64, bands: int = 16, threshold: float = 0.7) -> None:
-        if num_perm % bands:
-            raise ValueError(f"num_perm ({num_perm}) must be a multiple of bands ({bands})")
+    def __init__(
+        self, num_perm: int = 128, bands: int = 16, rows: int = 4, threshold: float = 0.75
+    ) -> None:
+        if bands < 1 or rows < 1 or bands * rows > num_perm:
+            raise ValueError(
+                f"bands * rows ({bands} * {rows}) must be between 1 and num_perm ({num_perm})"
+            )
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.num_perm = num_perm
         self.bands = bands
-        self.rows = num_perm // bands
+        self.rows = rows
         self.threshold = threshold
         self._tables: dict[int, list[int]] = {}
         self._signatures = np.empty((1024, num_perm), dtype=np.uint32)
@@ -100,15 +121,12 @@ class MinHashLSH:
     def band_keys(self, signature: np.ndarray) -> list[int]:
         """One 64-bit key per band: equal keys mean equal band rows (up to
         hash collisions, which only cost a wasted comparison)."""
-        rows = signature.reshape(self.bands, self.rows).astype(np.uint64)
+        rows = signature[: self.bands * self.rows].reshape(self.bands, self.rows)
+        rows = rows.astype(np.uint64)
         key = self._mix.copy()
+        golden = np.uint64(0x9E3779B97F4A7C15)
         for r in range(self.rows):
-            key ^= (
-                rows[:, r]
-                + np.uint64(0x9E3779B97F4A7C15)
-                + (key << np.uint64(6))
-                + (key >> np.uint64(2))
-            )
+            key ^= rows[:, r] + golden + (key << np.uint64(6)) + (key >> np.uint64(2))
         return [int(k) for k in key]
 
     def query(self, signature: np.ndarray) -> list[tuple[int, float]]:

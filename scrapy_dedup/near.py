@@ -15,6 +15,9 @@ from scrapy_dedup.fingerprint import hamming, shingle_hashes, simhash_from_hashe
 from scrapy_dedup.index import SimhashIndex
 from scrapy_dedup.minhash import MinHashLSH, minhash_signature
 
+_START = "\ue000 \ue000"  # private-use characters: never words of a real text
+_END = "\ue001 \ue001"
+
 __all__ = ["MinHashMethod", "NearIndex", "NearMethod", "SimhashMethod", "make_method"]
 
 
@@ -42,21 +45,24 @@ class NearMethod(Protocol):
 
 class MinHashMethod:
     """Estimated 3-word-shingle Jaccard similarity at or above ``threshold``,
-    candidates found through MinHash LSH bands (the default)."""
+    candidates found through MinHash LSH bands (the default).
+
+    Two marker words pad each end of the text, so a changed first or last word
+    weighs as much as one in the middle (3 shingles, not 1).
+    """
 
     name = "minhash"
 
-    def __init__(self, threshold: float = 0.7, num_perm: int = 64, bands: int = 16) -> None:
-        MinHashLSH(num_perm, bands, threshold)  # validates the parameters
+    def __init__(self, threshold: float = 0.75, num_perm: int = 128) -> None:
+        MinHashLSH(num_perm, threshold=threshold)  # validates the parameters
         self.threshold = threshold
         self.num_perm = num_perm
-        self.bands = bands
 
     def fingerprint(self, text: str) -> np.ndarray:
-        return minhash_signature(shingle_hashes(text), self.num_perm)
+        return minhash_signature(shingle_hashes(f"{_START} {text} {_END}"), self.num_perm)
 
     def new_index(self) -> MinHashLSH:
-        return MinHashLSH(self.num_perm, self.bands, self.threshold)
+        return MinHashLSH(self.num_perm, threshold=self.threshold)
 
     def describe(self, score: Any) -> str:
         return f"estimated Jaccard similarity {score:.2f}"

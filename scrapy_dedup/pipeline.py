@@ -65,6 +65,14 @@ class ContentDedupPipeline:
         self.max_chars = settings.getint(
             "DEDUP_MAX_TEXT_CHARS", defaults.DEFAULTS["DEDUP_MAX_TEXT_CHARS"]
         )
+        self.min_words = settings.getint(
+            "DEDUP_NEAR_MIN_WORDS", defaults.DEFAULTS["DEDUP_NEAR_MIN_WORDS"]
+        )
+        if self.max_chars < 1000 or self.min_words < 1:
+            raise ValueError(
+                "DEDUP_MAX_TEXT_CHARS must be at least 1000 and DEDUP_NEAR_MIN_WORDS at least 1, "
+                f"got {self.max_chars} and {self.min_words}"
+            )
         self.debug = settings.getbool("DEDUP_DEBUG")
         self.stats = crawler.stats
         self._logged_first = False
@@ -92,14 +100,15 @@ class ContentDedupPipeline:
         if self.store is None:  # used without open_spider (e.g. called directly)
             self.open_spider()
         assert self.store is not None
-        url = adapter.get(self.url_field)
-        url = url if isinstance(url, str) else repr(url)
+        url = _as_url(adapter.get(self.url_field))
 
         digest = content_digest(text)
         first = self.store.get_content(digest)
         if first is not None:
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
-        if self.near is not None:
+        # Short texts (titles, one-line listings) get exact matching only: there,
+        # one changed word is most of the text.
+        if self.near is not None and len(text.split(maxsplit=self.min_words)) > self.min_words:
             # Only the fingerprint is bounded: a 10 MB page still gets its exact
             # digest over the whole text above.
             sample = text if len(text) <= self.max_chars else text[: self.max_chars]
@@ -120,10 +129,10 @@ class ContentDedupPipeline:
         self, item: Any, adapter: ItemAdapter, kind: str, first: str, url: str, why: str
     ) -> Any:
         self.stats.inc_value(f"dedup/items/{kind}")
-        message = f"{kind} duplicate of {first} ({why})"
+        message = f"{kind} duplicate of {first or '(an item without URL)'} ({why})"
         if self.on_duplicate == "mark":
             try:
-                adapter["duplicate_of"] = first
+                adapter["duplicate_of"] = first or None
                 adapter["duplicate_kind"] = kind
             except KeyError:
                 self.stats.inc_value("dedup/items/mark_unsupported")
@@ -149,6 +158,15 @@ class ContentDedupPipeline:
         else:
             level = "DEBUG"
         raise DropItem(message, log_level=level)
+
+
+def _as_url(value: Any) -> str:
+    """The URL field's value as text; "" when the item has none."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
 
 
 def _field_list(settings: Any, name: str) -> list[str]:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from w3lib.html import remove_comments, remove_tags_with_content, replace_entities, replace_tags
+from w3lib.html import remove_comments, replace_entities, replace_tags
 
 from scrapy_dedup.fingerprint import normalize_text
 
@@ -29,14 +29,37 @@ def looks_like_html(text: str) -> bool:
     return _HTML_RE.search(text) is not None
 
 
+_HIDDEN_TAG_RE = re.compile(r"<(/?)(script|style|noscript|template)\b[^<>]*>", re.IGNORECASE)
+
+
+def _drop_hidden(text: str) -> str:
+    """Remove script, style, noscript and template elements with their content
+    in one linear pass (an unclosed one runs to the end, as in browsers;
+    w3lib's regex is quadratic on many unclosed tags)."""
+    kept, pos, inside = [], 0, None
+    for match in _HIDDEN_TAG_RE.finditer(text):
+        closing, name = match.group(1), match.group(2).lower()
+        if inside is None and not closing:
+            kept.append(text[pos : match.start()])
+            inside = name
+        elif inside == name and closing:
+            pos, inside = match.end(), None
+    if inside is None:
+        kept.append(text[pos:])
+    return " ".join(kept)
+
+
 def clean_text(text: str) -> str:
     """``text`` without markup when it looks like HTML: scripts, styles and
     comments dropped, tags removed, entities decoded. Broken HTML is fine:
-    this works on the text, it does not parse a tree."""
+    this works on the text, it does not parse a tree.
+
+    >>> clean_text("<p>Hi<script>x()</script> <b>there</b></p>").split()
+    ['Hi', 'there']
+    """
     if not looks_like_html(text):
         return text
-    text = remove_comments(text)
-    text = remove_tags_with_content(text, which_ones=("script", "style", "noscript", "template"))
+    text = _drop_hidden(remove_comments(text))
     return replace_entities(replace_tags(text, " "))  # a tag separates words
 
 
@@ -47,8 +70,8 @@ def extract_text(item: Mapping[str, Any], fields: Iterable[str]) -> str | None:
     parts = []
     for field in fields:
         value = item.get(field)
-        if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
-            value = "\n".join(value)
+        if isinstance(value, (list, tuple)):
+            value = "\n".join(v for v in value if isinstance(v, str))
         if isinstance(value, str) and value.strip():
             parts.append(clean_text(value))
     text = "\n".join(parts)

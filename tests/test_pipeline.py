@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -280,6 +281,8 @@ async def test_a_10_mb_text_is_handled_in_bounded_time() -> None:
         ("DEDUP_NEAR_METHOD", "lsh"),
         ("DEDUP_NEAR_THRESHOLD", 1.5),
         ("DEDUP_SIMHASH_MAX_DISTANCE", 40),
+        ("DEDUP_MAX_TEXT_CHARS", 0),
+        ("DEDUP_NEAR_MIN_WORDS", 0),
     ],
 )
 def test_bad_settings_fail_clearly(name: str, value: Any) -> None:
@@ -312,3 +315,27 @@ async def test_one_addons_line_turns_on_both_stages(fresh_site: Site) -> None:
         "wind",
     ]
     assert result.stats["dedup/url/filtered"] > 0
+
+
+@deferred_f_from_coro_f
+async def test_short_texts_are_compared_exactly_only() -> None:
+    pipeline = make_pipeline()
+    first = "Organic cotton T-shirt, short sleeves, crew neck, navy blue, size S"
+    assert await pipeline.process_item({"url": "s", "text": first})
+    assert await pipeline.process_item({"url": "m", "text": first.replace("size S", "size M")})
+    with pytest.raises(DropItem, match="exact"):
+        await pipeline.process_item({"url": "s2", "text": first.upper()})
+    assert pipeline.stats.get_value("dedup/items/unique") == 2
+
+
+@pytest.mark.parametrize(("url", "named"), [(None, "(an item without URL)"), (b"/b", "/b")])
+@deferred_f_from_coro_f
+async def test_items_without_a_string_url_are_still_deduplicated(url: Any, named: str) -> None:
+    pipeline = make_pipeline()
+    await pipeline.process_item({"url": url, "text": SOLAR})
+    with pytest.raises(DropItem, match=re.escape(f"exact duplicate of {named} ")):
+        await pipeline.process_item({"url": "https://a.example/2", "text": SOLAR})
+    mark = make_pipeline(DEDUP_ON_DUPLICATE="mark")
+    await mark.process_item({"text": SOLAR})
+    item = await mark.process_item({"url": "https://a.example/2", "text": SOLAR})
+    assert item["duplicate_of"] is None and item["duplicate_kind"] == "exact"
