@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -13,13 +14,30 @@ from scrapy_dedup.stores import DedupStore, MemoryStore
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["acquire_store", "release_store"]
+__all__ = ["CanonicalMap", "acquire_store", "canonical_map", "release_store"]
+
+
+class CanonicalMap(OrderedDict[str, str]):
+    """Fetched URL -> declared canonical URL of recent responses, for the
+    pipeline to file their items under (bounded: items follow their response
+    closely)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        super().__init__()
+        self.size = size
+
+    def record(self, fetched: str, canonical: str) -> None:
+        self[fetched] = canonical
+        self.move_to_end(fetched)
+        if len(self) > self.size:
+            self.popitem(last=False)
 
 
 class _Shared:
     def __init__(self, store: DedupStore) -> None:
         self.store = store
         self.users = 0
+        self.canonicals = CanonicalMap()
 
     def close(self) -> None:
         self.store.close()
@@ -38,6 +56,14 @@ def acquire_store(crawler: Crawler) -> DedupStore:
         crawler.signals.connect(shared.close, signal=signals.spider_closed)
     shared.users += 1
     return shared.store
+
+
+def canonical_map(crawler: Crawler) -> CanonicalMap:
+    """The crawler's fetched -> canonical URL map (a store user must hold the store)."""
+    shared = _SHARED.get(crawler)
+    if shared is None:
+        raise RuntimeError("canonical_map() called before acquire_store()")
+    return shared.canonicals
 
 
 def release_store(crawler: Crawler) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scrapy_dedup.dupefilter import CanonicalDupeFilter
+from scrapy_dedup.middleware import RelCanonicalMiddleware
 from scrapy_dedup.pipeline import ContentDedupPipeline
 
 __all__ = ["DedupAddon"]
@@ -12,10 +13,14 @@ __all__ = ["DedupAddon"]
 
 class DedupAddon:
     """``ADDONS = {"scrapy_dedup.DedupAddon": 0}`` turns on the canonical-URL
-    dupefilter and the content pipeline (priority 300 unless the project
-    already lists it). A ``DUPEFILTER_CLASS`` the project set explicitly wins.
+    dupefilter, the rel=canonical middleware (580) and the content pipeline
+    (300), each unless the project already lists it. A ``DUPEFILTER_CLASS``
+    the project set explicitly wins.
     """
 
     def update_settings(self, settings: Any) -> None:
         settings.set("DUPEFILTER_CLASS", CanonicalDupeFilter, priority="addon")
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", RelCanonicalMiddleware, 580
+        )
         settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", ContentDedupPipeline, 300)

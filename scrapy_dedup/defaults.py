@@ -28,6 +28,12 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_SIMHASH_MAX_DISTANCE": 3,  # simhash: Hamming radius in bits
     "DEDUP_MAX_TEXT_CHARS": 1_000_000,  # near-dup fingerprints read at most this much
     "DEDUP_NEAR_MIN_WORDS": 30,  # shorter texts are compared exactly only
+    # rel=canonical (RelCanonicalMiddleware)
+    "DEDUP_CANONICAL_ENABLED": True,
+    "DEDUP_CANONICAL_CHECK_SITE": True,  # ignore a canonical on another registrable domain
+    "DEDUP_CANONICAL_CHECK_HOMEPAGE": True,  # ignore a canonical to the homepage from a page
+    "DEDUP_CANONICAL_HEAD_LIMIT": 256 * 1024,  # bytes of a page searched for the head's link
+    "DEDUP_FETCHED_URL_FIELD": "fetched_url",  # where the fetched URL goes when it differs
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }

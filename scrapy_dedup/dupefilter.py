@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from typing_extensions import Self
 
-__all__ = ["CanonicalDupeFilter", "build_canonicalizer"]
+__all__ = ["CanonicalDupeFilter", "build_canonicalizer", "url_info", "url_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,23 @@ def _reasons(mask: int, first_mask: int) -> tuple[str, ...]:
     both = mask & first_mask
     found = names(mask ^ first_mask) or names(both & DROPPING) or names(both)
     return tuple(found) or ("exact",)
+
+
+def url_key(method: str, canonical_url: str, body: bytes = b"", extra: bytes = b"") -> int:
+    """The 64-bit key the dupefilter stores for a request."""
+    data = f"{method} {canonical_url}".encode("utf-8", "surrogatepass")
+    if body:
+        data += b"\0" + body
+    if extra:
+        data += b"\0" + extra
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def url_info(url: str, mask: int = 0) -> int:
+    """What the store keeps with a key: the rules that changed ``url`` and a
+    CRC-32 of it, for the merge statistics."""
+    raw = zlib.crc32(url.encode("utf-8", "surrogatepass"))
+    return (raw << _MASK_BITS) | (mask & _LOW_MASK)
 
 
 def build_canonicalizer(settings: Any) -> URLCanonicalizer:
@@ -123,28 +140,21 @@ class CanonicalDupeFilter(BaseDupeFilter):
     def request_key(self, request: Request) -> tuple[int, str, int]:
         """(64-bit key, canonical URL, rule mask) of ``request``."""
         url, mask = self.canonical_url(request)
-        data = f"{request.method} {url}".encode("utf-8", "surrogatepass")
-        if request.body:
-            data += b"\0" + request.body
+        key = url_key(request.method, url, request.body)
         if self._fingerprinter is not None:
             try:
                 canonical_request = request.replace(url=url)
             except ValueError:  # a key Scrapy would not accept as a URL
                 canonical_request = request
-            data += b"\0" + self._fingerprinter.fingerprint(canonical_request)
-        key = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+            extra = self._fingerprinter.fingerprint(canonical_request)
+            key = url_key(request.method, url, request.body, extra)
         return key, url, mask
-
-    @staticmethod
-    def _info(request: Request, mask: int) -> int:
-        raw = zlib.crc32(request.url.encode("utf-8", "surrogatepass"))
-        return (raw << _MASK_BITS) | (mask & _LOW_MASK)
 
     def _record(self, request: Request) -> tuple[int, int, int | None]:
         key, _, mask = self.request_key(request)
         if mask & UNPARSED:
             self._stats.inc("dedup/url/unparsed")
-        first = self.store.add_url(key, self._info(request, mask))
+        first = self.store.add_url(key, url_info(request.url, mask))
         if first is None:
             self._stats.inc("dedup/url/seen")
             if self.debug:

@@ -9,7 +9,8 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_dedup import defaults
-from scrapy_dedup._crawler_store import acquire_store, release_store
+from scrapy_dedup._crawler_store import CanonicalMap, acquire_store, canonical_map, release_store
+from scrapy_dedup.dupefilter import build_canonicalizer, url_key
 from scrapy_dedup.near import NearMethod, make_method
 from scrapy_dedup.text import content_digest, extract_text
 
@@ -43,6 +44,10 @@ class ContentDedupPipeline:
         self.crawler = crawler
         self.text_fields = _field_list(settings, "DEDUP_TEXT_FIELD")
         self.url_field = settings.get("DEDUP_URL_FIELD") or defaults.DEFAULTS["DEDUP_URL_FIELD"]
+        self.fetched_url_field = (
+            settings.get("DEDUP_FETCHED_URL_FIELD") or defaults.DEFAULTS["DEDUP_FETCHED_URL_FIELD"]
+        )
+        self.canonicalizer = build_canonicalizer(settings)
         self.on_duplicate = settings.get(
             "DEDUP_ON_DUPLICATE", defaults.DEFAULTS["DEDUP_ON_DUPLICATE"]
         )
@@ -78,6 +83,8 @@ class ContentDedupPipeline:
         self._logged_first = False
         self._warned_mark = False
         self.store: DedupStore | None = None
+        self.canonicals: CanonicalMap | None = None
+        self._warned_fetched = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -85,6 +92,7 @@ class ContentDedupPipeline:
 
     def open_spider(self) -> None:
         self.store = acquire_store(self.crawler)
+        self.canonicals = canonical_map(self.crawler)
 
     def close_spider(self) -> None:
         if self.store is not None:
@@ -92,15 +100,22 @@ class ContentDedupPipeline:
             self.store = None
 
     async def process_item(self, item: Any) -> Any:
+        if self.store is None:  # used without open_spider (e.g. called directly)
+            self.open_spider()
+        assert self.store is not None and self.canonicals is not None
         adapter = ItemAdapter(item)
+        url = _as_url(adapter.get(self.url_field))
+        canonical = self.canonicals.get(url) if url else None
+        if canonical is not None:
+            self._file_under(adapter, canonical, url)
+            url = canonical
         text = extract_text(adapter, self.text_fields)
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
-        if self.store is None:  # used without open_spider (e.g. called directly)
-            self.open_spider()
-        assert self.store is not None
-        url = _as_url(adapter.get(self.url_field))
+        if canonical is not None and not self.store.add_item_url(self._url_key(url)):
+            why = "it declares this rel=canonical URL, already recorded"
+            return self._duplicate(item, adapter, "canonical", url, url, why)
 
         digest = content_digest(text)
         first = self.store.get_content(digest)
@@ -122,8 +137,29 @@ class ContentDedupPipeline:
         first = self.store.add_content(digest, url)
         if first is not None:  # another worker kept the same text meanwhile
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
+        if url and canonical is None:
+            self.store.add_item_url(self._url_key(url))
         self.stats.inc_value("dedup/items/unique")
         return item
+
+    def _url_key(self, url: str) -> int:
+        return url_key("ITEM", self.canonicalizer.canonicalize(url))
+
+    def _file_under(self, adapter: ItemAdapter, canonical: str, fetched: str) -> None:
+        """Put the canonical URL in the URL field and keep the fetched one beside it."""
+        adapter[self.url_field] = canonical
+        try:
+            adapter[self.fetched_url_field] = fetched
+        except KeyError:
+            if not self._warned_fetched:
+                self._warned_fetched = True
+                logger.warning(
+                    "%s items have no %s field: items filed under their rel=canonical URL "
+                    "do not keep the fetched URL. Declare the field or set "
+                    "DEDUP_FETCHED_URL_FIELD.",
+                    type(adapter.item).__name__,
+                    self.fetched_url_field,
+                )
 
     def _duplicate(
         self, item: Any, adapter: ItemAdapter, kind: str, first: str, url: str, why: str

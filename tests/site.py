@@ -263,3 +263,104 @@ def content_stage_routes() -> dict[str, Route]:
         "/blog/post": stamped,
         "/archive/2024/post": stamped,
     }
+
+
+# rel=canonical -----------------------------------------------------------------
+
+
+def declaring(
+    title: str,
+    text: str,
+    *links: str,
+    head: str = "",
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    tail: str = "",
+) -> Reply:
+    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
+    html = (
+        f"<!doctype html><html><head><title>{title}</title>{head}</head><body>"
+        f"<nav>{anchors}</nav><main><h1>{title}</h1><p>{text}</p>{tail}</main></body></html>"
+    )
+    return Reply(
+        status=status,
+        body=html,
+        headers={"Content-Type": "text/html; charset=utf-8", **(headers or {})},
+    )
+
+
+def canonical_routes() -> dict[str, Route]:
+    """Pages declaring rel=canonical, sensibly and absurdly."""
+    home = (
+        "/shop/garden/hose",
+        "/shop/sale/hose",
+        "/rel/page",
+        "/files/report",
+        "/missing-thing",
+        "/spam",
+        "/js",
+        "/huge",
+        "/broken",
+        "/self",
+        "/gone",
+    )
+    hose = PRODUCT.format(sku="GH-2500")
+    canonical = '<link rel="canonical" href="{}">'.format
+    filler = "<p>" + ("All the words of a very long page. " * 300_000) + "</p>"  # ~10 MB
+    return {
+        "/": lambda q: declaring("Home", "Welcome to the shop.", *home),
+        # one product under two categories, both declaring the product's own URL
+        "/shop/garden/hose": lambda q: declaring(
+            "Hose",
+            "Category: Garden. " + hose,
+            "/products/hose",
+            head=canonical("/products/hose"),
+        ),
+        "/shop/sale/hose": lambda q: declaring(
+            "Hose",
+            "Category: Sale. " + hose,
+            "/products/hose",
+            head='<LINK href="http://example.test:{port}/products/hose" REL="Canonical">',
+        ),
+        "/products/hose": lambda q: declaring("Hose", hose),
+        # relative canonical, resolved against <base href>
+        "/rel/page": lambda q: declaring(
+            "Widget",
+            "A widget page reached through a tracking path.",
+            head='<base href="/catalog/"><link rel="canonical" href="widget">',
+        ),
+        # a Link header, as PDFs and other non-HTML documents declare it
+        "/files/report": lambda q: declaring(
+            "Report",
+            "The annual report, served from a file store.",
+            headers={"Link": '</docs/report>; rel="canonical", </x.css>; rel="stylesheet"'},
+        ),
+        # a soft 404 that declares the homepage
+        "/missing-thing": lambda q: declaring(
+            "Not found", "Sorry, this page does not exist.", head=canonical("/")
+        ),
+        # hijacking: a canonical on someone else's site
+        "/spam": lambda q: declaring(
+            "Cheap",
+            "Copied text pretending to live elsewhere.",
+            head=canonical("https://other-site.example/original"),
+        ),
+        "/js": lambda q: declaring(
+            "Script", "A page with a scripted canonical.", head=canonical("javascript:void(0)")
+        ),
+        "/huge": lambda q: declaring(
+            "Huge", "A very long page.", head=canonical("/products/huge"), tail=filler
+        ),
+        "/broken": lambda q: Reply(
+            body='<html><head><title>Broken</title><link rel="canonical" href="/products/bro'
+            "<meta charset=\x00\x01><body><main><h1>Broken</h1><p>Half a page of broken "
+            "markup, still a page.</p><div><span></main>",
+            headers={"Content-Type": "text/html"},
+        ),
+        "/self": lambda q: declaring(
+            "Self", "A page that names itself.", head=canonical("/self?utm_source=x")
+        ),
+        "/gone": lambda q: declaring(
+            "Gone", "Deleted.", head=canonical("/products/gone"), status=404
+        ),
+    }

@@ -200,7 +200,9 @@ phone previews and publishing without code changes; the company says the new off
 focus on the next release, with offline editing and shared component libraries.</p>"""
 # The content stage has something to find: a print view repeats a post word for word
 # (an exact duplicate) and one press release runs under two cities (a near duplicate).
+# The print view also declares the post as its rel=canonical.
 PAGES["/blog/launching-acme-widgets-2/print"] = PAGES["/blog/launching-acme-widgets-2"]
+CANONICAL = {"/blog/launching-acme-widgets-2/print": "/blog/launching-acme-widgets-2"}
 PAGES["/press/berlin"] = ("Press release", PRESS_RELEASE.format(city="Berlin"))
 PAGES["/press/lisbon"] = ("Press release", PRESS_RELEASE.format(city="Lisbon"))
 
@@ -220,8 +222,10 @@ def render(path: str, query: str, origin: str) -> tuple[int, dict[str, str], str
         if page is None:
             return 404, {"Content-Type": "text/plain"}, "Not found\n"
         title, main = page
+    canonical = CANONICAL.get(path)
+    head = f'<link rel="canonical" href="{canonical}">' if canonical else ""
     html = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title} | Acme Widgets</title></head>
+<html lang="en"><head><meta charset="utf-8"><title>{title} | Acme Widgets</title>{head}</head>
 <body><header><nav>{NAV}</nav></header>
 <main><h1>{title}</h1>{main}</main>
 <footer>{FOOTER.format(origin=origin)}</footer></body></html>

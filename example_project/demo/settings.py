@@ -31,8 +31,10 @@ DUPEFILTER_CLASS = "scrapy_dedup.CanonicalDupeFilter"
 # The spider puts the page text in the item's "text" field (DEDUP_TEXT_FIELD).
 ITEM_PIPELINES = {"scrapy_dedup.ContentDedupPipeline": 300}
 
-# Not released yet, keep it commented out:
-# DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 950}
+# rel=canonical: a page declaring <link rel="canonical"> has its items filed under
+# that URL (the fetched one is kept in "fetched_url"), and the canonical URL is not
+# fetched again. 580: after HttpCompressionMiddleware (590), so bodies are decompressed.
+DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 580}
 
 # Instead of the lines above, one line turns every stage on:
 # ADDONS = {"scrapy_dedup.DedupAddon": 0}

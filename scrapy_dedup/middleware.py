@@ -1,0 +1,123 @@
+"""RelCanonicalMiddleware: record each page under the rel=canonical URL it declares."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.http import TextResponse
+
+from scrapy_dedup import defaults
+from scrapy_dedup._crawler_store import acquire_store, canonical_map, release_store
+from scrapy_dedup.dupefilter import build_canonicalizer, url_info, url_key
+from scrapy_dedup.relcanonical import find_canonical, judge, parse_link_header, resolve
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+__all__ = ["RelCanonicalMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
+
+
+class RelCanonicalMiddleware:
+    """Reads ``<link rel="canonical">`` (in the head, bounded) and ``Link: <…>;
+    rel="canonical"`` headers of fetched pages; when the target is sensible,
+    the page's items are filed under it by :class:`ContentDedupPipeline` and
+    the target's key is marked seen, so the canonical URL is not fetched again.
+
+    Put it after ``HttpCompressionMiddleware`` (590) on the way back, i.e. at a
+    lower number (580), so it reads decompressed bodies.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool(
+            "DEDUP_CANONICAL_ENABLED", defaults.DEFAULTS["DEDUP_CANONICAL_ENABLED"]
+        ):
+            raise NotConfigured("DEDUP_CANONICAL_ENABLED is False")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.canonicalizer = build_canonicalizer(settings)
+        self.check_site = settings.getbool(
+            "DEDUP_CANONICAL_CHECK_SITE", defaults.DEFAULTS["DEDUP_CANONICAL_CHECK_SITE"]
+        )
+        self.check_homepage = settings.getbool(
+            "DEDUP_CANONICAL_CHECK_HOMEPAGE", defaults.DEFAULTS["DEDUP_CANONICAL_CHECK_HOMEPAGE"]
+        )
+        self.head_limit = settings.getint(
+            "DEDUP_CANONICAL_HEAD_LIMIT", defaults.DEFAULTS["DEDUP_CANONICAL_HEAD_LIMIT"]
+        )
+        self.debug = settings.getbool("DEDUP_DEBUG")
+        self.store = acquire_store(crawler)
+        self.canonicals = canonical_map(crawler)
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def _spider_closed(self) -> None:
+        release_store(self.crawler)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        target = self._declared(response)
+        if target is None:
+            return response
+        spider = self.crawler.spider
+        verdict, reason = judge(
+            response.url,
+            target,
+            status=response.status,
+            allowed_domains=getattr(spider, "allowed_domains", None),
+            check_site=self.check_site,
+            check_homepage=self.check_homepage,
+            canonicalize=self.canonicalizer.canonicalize,
+        )
+        if verdict == "same":
+            self.stats.inc_value("dedup/canonical/same")
+        elif verdict == "apply":
+            self.stats.inc_value("dedup/canonical/applied")
+            request.meta["dedup_canonical_url"] = target
+            self.canonicals.record(response.url, target)
+            # The canonical page is this page: a later link to it is not fetched.
+            key_url, mask = self.canonicalizer.canonicalize_traced(target)
+            self.store.add_url(url_key("GET", key_url), url_info(target, mask))
+            if self.debug:
+                logger.debug("Recording %s under its rel=canonical %s", response.url, target)
+        else:
+            self.stats.inc_value(f"dedup/canonical/ignored/{reason}")
+            if self.debug:
+                logger.debug("Ignoring rel=canonical %s of %s (%s)", target, response.url, reason)
+        return response
+
+    def _declared(self, response: Response) -> str | None:
+        """The canonical URL the response declares, resolved; ``None`` when it
+        declares none, or when the Link header and the HTML disagree."""
+        header = parse_link_header(response.headers.getlist(b"Link"))
+        from_header = resolve(header, response.url) if header else None
+        from_html = None
+        content_type = response.headers.get(b"Content-Type") or b""
+        if isinstance(response, TextResponse) and (
+            content_type.split(b";")[0].strip().lower() in _HTML_TYPES
+            or (not content_type and response.body[:1] == b"<")
+        ):
+            href, base = find_canonical(
+                response.body, encoding=response.encoding, limit=self.head_limit
+            )
+            if href:
+                from_html = resolve(href, response.url, base, encoding=response.encoding)
+        if from_header and from_html and self._key(from_header) != self._key(from_html):
+            self.stats.inc_value("dedup/canonical/ignored/conflict")
+            return None
+        return from_html or from_header
+
+    def _key(self, url: str) -> str:
+        return self.canonicalizer.canonicalize(url)

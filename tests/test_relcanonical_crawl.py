@@ -1,0 +1,53 @@
+"""RelCanonicalMiddleware on a real crawl: which URL each item is filed under."""
+
+from __future__ import annotations
+
+from scrapy.utils.defer import deferred_f_from_coro_f
+
+from tests.conftest import crawl
+from tests.site import Site, canonical_routes
+from tests.test_pipeline import ArticleSpider
+
+SETTINGS = {
+    "DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter",
+    "ITEM_PIPELINES": {"scrapy_dedup.ContentDedupPipeline": 300},
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_dedup.RelCanonicalMiddleware": 580},
+}
+
+
+@deferred_f_from_coro_f
+async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) -> None:
+    fresh_site.routes.update(canonical_routes())
+    result = await crawl(ArticleSpider, SETTINGS, start=fresh_site.url("/"))
+    url = fresh_site.url
+    filed = {item["url"]: item.get("fetched_url") for item in result.items}
+    stats = result.stats
+
+    # one product under two categories: one item, under the product's URL, and the
+    # product URL itself is never fetched (its key was marked seen)
+    assert filed[url("/products/hose")] in (url("/shop/garden/hose"), url("/shop/sale/hose"))
+    assert "/products/hose" not in fresh_site.fetched()
+    assert stats["dedup/items/canonical"] == 1
+    # relative canonical against <base href>; a Link header; a huge page
+    assert filed[url("/catalog/widget")] == url("/rel/page")
+    assert filed[url("/docs/report")] == url("/files/report")
+    assert filed[url("/products/huge")] == url("/huge")
+    # absurd targets are ignored: the page stays under the URL it was fetched from
+    for path in ("/missing-thing", "/spam", "/js", "/broken", "/self"):
+        assert filed[url(path)] is None, path
+    assert len(result.items) == 1 + 9  # home + every page above but the second hose
+    assert stats["dedup/canonical/applied"] == 5  # both hoses, widget, report, huge
+    assert stats["dedup/canonical/same"] == 1
+    for reason in ("homepage", "other_site", "scheme", "status"):
+        assert stats[f"dedup/canonical/ignored/{reason}"] == 1, reason
+    assert stats["item_dropped_count"] == 1
+
+
+@deferred_f_from_coro_f
+async def test_the_addon_turns_the_middleware_on(fresh_site: Site) -> None:
+    fresh_site.routes.update(canonical_routes())
+    result = await crawl(
+        ArticleSpider, {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}, start=fresh_site.url("/")
+    )
+    assert result.stats["dedup/canonical/applied"] == 5
+    assert fresh_site.url("/catalog/widget") in {item["url"] for item in result.items}
