@@ -69,34 +69,50 @@ class RelCanonicalMiddleware:
 
     def process_response(self, request: Request, response: Response) -> Response:
         target = self._declared(response)
-        if target is None:
-            return response
-        spider = self.crawler.spider
-        verdict, reason = judge(
-            response.url,
-            target,
-            status=response.status,
-            allowed_domains=getattr(spider, "allowed_domains", None),
-            check_site=self.check_site,
-            check_homepage=self.check_homepage,
-            canonicalize=self.canonicalizer.canonicalize,
-        )
-        if verdict == "same":
-            self.stats.inc_value("dedup/canonical/same")
-        elif verdict == "apply":
+        verdict, reason = "none", "none"
+        if target is not None:
+            verdict, reason = judge(
+                response.url,
+                target,
+                status=response.status,
+                allowed_domains=getattr(self.crawler.spider, "allowed_domains", None),
+                check_site=self.check_site,
+                check_homepage=self.check_homepage,
+                canonicalize=self.canonicalizer.canonicalize,
+            )
+        if verdict == "apply" and target is not None:
             self.stats.inc_value("dedup/canonical/applied")
             request.meta["dedup_canonical_url"] = target
-            self.canonicals.record(response.url, target)
             # The canonical page is this page: a later link to it is not fetched.
             key_url, mask = self.canonicalizer.canonicalize_traced(target)
             self.store.add_url(url_key("GET", key_url), url_info(target, mask))
-            if self.debug:
-                logger.debug("Recording %s under its rel=canonical %s", response.url, target)
-        else:
+        elif verdict == "same":
+            self.stats.inc_value("dedup/canonical/same")
+        elif verdict == "ignore":
             self.stats.inc_value(f"dedup/canonical/ignored/{reason}")
             if self.debug:
                 logger.debug("Ignoring rel=canonical %s of %s (%s)", target, response.url, reason)
+        if 200 <= response.status < 300:
+            filed_under = target if verdict == "apply" and target else response.url
+            earlier = self._claim(filed_under, response.url)
+            if filed_under != response.url:
+                self.canonicals.record(response.url, filed_under, duplicate=earlier)
+                if self.debug:
+                    logger.debug(
+                        "Filing %s under its rel=canonical %s%s",
+                        response.url,
+                        filed_under,
+                        " (already filed by another page)" if earlier else "",
+                    )
         return response
+
+    def _claim(self, filed_under: str, fetched: str) -> bool:
+        """Record that the page at ``fetched`` is filed under ``filed_under``;
+        ``True`` when another page was filed there first."""
+        key = url_key("FILED", self.canonicalizer.canonicalize(filed_under))
+        owner = url_info(fetched)
+        first = self.store.add_url(key, owner)
+        return first is not None and first != owner
 
     def _declared(self, response: Response) -> str | None:
         """The canonical URL the response declares, resolved; ``None`` when it

@@ -10,7 +10,6 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_dedup import defaults
 from scrapy_dedup._crawler_store import CanonicalMap, acquire_store, canonical_map, release_store
-from scrapy_dedup.dupefilter import build_canonicalizer, url_key
 from scrapy_dedup.near import NearMethod, make_method
 from scrapy_dedup.text import content_digest, extract_text
 
@@ -47,7 +46,6 @@ class ContentDedupPipeline:
         self.fetched_url_field = (
             settings.get("DEDUP_FETCHED_URL_FIELD") or defaults.DEFAULTS["DEDUP_FETCHED_URL_FIELD"]
         )
-        self.canonicalizer = build_canonicalizer(settings)
         self.on_duplicate = settings.get(
             "DEDUP_ON_DUPLICATE", defaults.DEFAULTS["DEDUP_ON_DUPLICATE"]
         )
@@ -105,16 +103,16 @@ class ContentDedupPipeline:
         assert self.store is not None and self.canonicals is not None
         adapter = ItemAdapter(item)
         url = _as_url(adapter.get(self.url_field))
-        canonical = self.canonicals.get(url) if url else None
-        if canonical is not None:
-            self._file_under(adapter, canonical, url)
-            url = canonical
+        filed = self.canonicals.get(url) if url else None
+        if filed is not None:
+            self._file_under(adapter, filed[0], url)
+            url = filed[0]
         text = extract_text(adapter, self.text_fields)
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
-        if canonical is not None and not self.store.add_item_url(self._url_key(url)):
-            why = "it declares this rel=canonical URL, already recorded"
+        if filed is not None and filed[1]:
+            why = "its page declares this rel=canonical URL, another page was filed under it first"
             return self._duplicate(item, adapter, "canonical", url, url, why)
 
         digest = content_digest(text)
@@ -137,13 +135,8 @@ class ContentDedupPipeline:
         first = self.store.add_content(digest, url)
         if first is not None:  # another worker kept the same text meanwhile
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
-        if url and canonical is None:
-            self.store.add_item_url(self._url_key(url))
         self.stats.inc_value("dedup/items/unique")
         return item
-
-    def _url_key(self, url: str) -> int:
-        return url_key("ITEM", self.canonicalizer.canonicalize(url))
 
     def _file_under(self, adapter: ItemAdapter, canonical: str, fetched: str) -> None:
         """Put the canonical URL in the URL field and keep the fetched one beside it."""

@@ -125,11 +125,6 @@ class DedupStore:
     def get_content(self, digest: bytes) -> str | None:
         raise NotImplementedError
 
-    def add_item_url(self, key: int) -> bool:
-        """Record that an item was kept under the URL with this key; ``False``
-        when one already was."""
-        raise NotImplementedError
-
     def add_content(self, digest: bytes, url: str) -> str | None:
         raise NotImplementedError
 
@@ -174,7 +169,7 @@ class MemoryStore(DedupStore):
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self._urls = CompactMap()
         self._content: dict[bytes, str] = {}
-        self._item_urls = CompactMap()
+
         self._near: dict[str, tuple[NearIndex, list[str]]] = {}
         self._file = None
         self.path: Path | None = None
@@ -217,9 +212,6 @@ class MemoryStore(DedupStore):
     def get_content(self, digest: bytes) -> str | None:
         return self._content.get(digest)
 
-    def add_item_url(self, key: int) -> bool:
-        return self._item_urls.setdefault(key, 1) is None
-
     def add_content(self, digest: bytes, url: str) -> str | None:
         first = self._content.get(digest)
         if first is None:
@@ -245,7 +237,7 @@ class MemoryStore(DedupStore):
         self._urls.clear()
         self._content.clear()
         self._near.clear()
-        self._item_urls.clear()
+
         if self._file is not None:
             self._file.truncate(0)
             self._file.seek(0)

@@ -51,3 +51,29 @@ async def test_the_addon_turns_the_middleware_on(fresh_site: Site) -> None:
     )
     assert result.stats["dedup/canonical/applied"] == 5
     assert fresh_site.url("/catalog/widget") in {item["url"] for item in result.items}
+
+
+class ReviewsSpider(ArticleSpider):
+    """Yields several items per page, all with the page's URL."""
+
+    name = "reviews"
+
+    def parse(self, response):  # type: ignore[no-untyped-def]
+        for i in range(3):
+            text = f"Review {i} of {response.url}: " + "a fine product, sturdy and cheap. " * 12
+            yield {"url": response.url, "text": text}
+        yield from response.follow_all(css="nav a", callback=self.parse)
+
+
+@deferred_f_from_coro_f
+async def test_every_item_of_the_first_page_filed_under_a_canonical_is_kept(
+    fresh_site: Site,
+) -> None:
+    fresh_site.routes.update(canonical_routes())
+    result = await crawl(ReviewsSpider, SETTINGS, start=fresh_site.url("/"))
+    under_product = [
+        item for item in result.items if item["url"] == fresh_site.url("/products/hose")
+    ]
+    assert len(under_product) == 3  # the first hose page's three reviews
+    assert len({item["fetched_url"] for item in under_product}) == 1
+    assert result.stats["dedup/items/canonical"] == 3  # the other hose page's three
