@@ -7,6 +7,8 @@ every request it serves, so tests can assert exactly what was fetched.
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ class Reply:
     status: int = 200
     body: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    gzip: bool = False  # send the body gzip-compressed, as many servers do
 
 
 def page(title: str, *links: str, text: str = "") -> Reply:
@@ -135,6 +138,9 @@ class Site:
         route = self.routes.get(parts.path)
         reply = route(parts.query) if route else Reply(404, "not found")
         body = reply.body.replace("{port}", str(self.port)).encode("utf-8")
+        if reply.gzip:
+            body = gzip.compress(body)
+            reply.headers = {**reply.headers, "Content-Encoding": "gzip"}
         handler.send_response(reply.status)
         for name, value in reply.headers.items():
             handler.send_header(name, value)
@@ -303,6 +309,7 @@ def canonical_routes() -> dict[str, Route]:
         "/broken",
         "/self",
         "/gone",
+        "/zipped",
     )
     hose = PRODUCT.format(sku="GH-2500")
     canonical = '<link rel="canonical" href="{}">'.format
@@ -359,6 +366,10 @@ def canonical_routes() -> dict[str, Route]:
         ),
         "/self": lambda q: declaring(
             "Self", "A page that names itself.", head=canonical("/self?utm_source=x")
+        ),
+        "/zipped": lambda q: dataclasses.replace(
+            declaring("Zipped", "Served gzip-compressed.", head=canonical("/products/zipped")),
+            gzip=True,
         ),
         "/gone": lambda q: declaring(
             "Gone", "Deleted.", head=canonical("/products/gone"), status=404

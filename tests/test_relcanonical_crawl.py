@@ -32,11 +32,13 @@ async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) 
     assert filed[url("/catalog/widget")] == url("/rel/page")
     assert filed[url("/docs/report")] == url("/files/report")
     assert filed[url("/products/huge")] == url("/huge")
+    # a gzip-compressed page: the middleware reads the decompressed body
+    assert filed[url("/products/zipped")] == url("/zipped")
     # absurd targets are ignored: the page stays under the URL it was fetched from
     for path in ("/missing-thing", "/spam", "/js", "/broken", "/self"):
         assert filed[url(path)] is None, path
-    assert len(result.items) == 1 + 9  # home + every page above but the second hose
-    assert stats["dedup/canonical/applied"] == 5  # both hoses, widget, report, huge
+    assert len(result.items) == 1 + 10  # home + every page above but the second hose
+    assert stats["dedup/canonical/applied"] == 6  # both hoses, widget, report, huge, zipped
     assert stats["dedup/canonical/same"] == 1
     for reason in ("homepage", "other_site", "scheme", "status"):
         assert stats[f"dedup/canonical/ignored/{reason}"] == 1, reason
@@ -49,7 +51,7 @@ async def test_the_addon_turns_the_middleware_on(fresh_site: Site) -> None:
     result = await crawl(
         ArticleSpider, {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}, start=fresh_site.url("/")
     )
-    assert result.stats["dedup/canonical/applied"] == 5
+    assert result.stats["dedup/canonical/applied"] == 6
     assert fresh_site.url("/catalog/widget") in {item["url"] for item in result.items}
 
 
