@@ -17,17 +17,17 @@ if TYPE_CHECKING:
 __all__ = ["CanonicalMap", "acquire_store", "canonical_map", "release_store"]
 
 
-class CanonicalMap(OrderedDict[str, tuple[str, bool]]):
+class CanonicalMap(OrderedDict[str, tuple[str, bool, int]]):
     """Fetched URL -> (declared canonical URL, whether another page was filed
-    there first) of recent responses, for the pipeline to file their items
-    under (bounded: items follow their response closely)."""
+    there first, the canonical URL's key) of recent responses, for the pipeline
+    to file their items under (bounded: items follow their response closely)."""
 
     def __init__(self, size: int = 10_000) -> None:
         super().__init__()
         self.size = size
 
-    def record(self, fetched: str, canonical: str, *, duplicate: bool) -> None:
-        self[fetched] = (canonical, duplicate)
+    def record(self, fetched: str, canonical: str, *, duplicate: bool, key: int) -> None:
+        self[fetched] = (canonical, duplicate, key)
         self.move_to_end(fetched)
         if len(self) > self.size:
             self.popitem(last=False)

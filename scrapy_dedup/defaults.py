@@ -34,6 +34,9 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_CANONICAL_CHECK_HOMEPAGE": True,  # ignore a canonical to the homepage from a page
     "DEDUP_CANONICAL_HEAD_LIMIT": 256 * 1024,  # bytes of a page searched for the head's link
     "DEDUP_FETCHED_URL_FIELD": "fetched_url",  # where the fetched URL goes when it differs
+    # a later page's item is a canonical duplicate only when its text is this close
+    # (estimated Jaccard) to an item already filed under the canonical URL
+    "DEDUP_CANONICAL_MIN_SIMILARITY": 0.5,
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }

@@ -23,13 +23,23 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from typing_extensions import Self
 
-__all__ = ["CanonicalDupeFilter", "build_canonicalizer", "url_info", "url_key"]
+__all__ = [
+    "REL_CANONICAL",
+    "CanonicalDupeFilter",
+    "build_canonicalizer",
+    "custom_fingerprinter",
+    "request_key",
+    "url_info",
+    "url_key",
+]
 
 logger = logging.getLogger(__name__)
 
 _MASK_BITS = 16  # low bits of a stored value: the rules that changed the first URL
 _LOW_MASK = (1 << _MASK_BITS) - 1
-_REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in (*RULES, "exact")}
+#: Set in the info of a key that RelCanonicalMiddleware marked seen: a page declared it.
+REL_CANONICAL = 1 << 15
+_REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in (*RULES, "exact", "rel_canonical")}
 
 
 @lru_cache(maxsize=4096)
@@ -48,6 +58,38 @@ def url_key(method: str, canonical_url: str, body: bytes = b"", extra: bytes = b
     if extra:
         data += b"\0" + extra
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _canonical_url(request: Request, canonicalizer: URLCanonicalizer) -> tuple[str, int]:
+    if request.meta.get("verbatim_url"):
+        return request.url, 0
+    return canonicalizer.canonicalize_traced(request.url)
+
+
+def custom_fingerprinter(crawler: Crawler) -> Any:
+    """The crawler's request fingerprinter when it is not Scrapy's default.
+
+    A custom one (scrapy-zyte-api, scrapy-playwright...) tells requests to one
+    URL apart by more than method and body, so it becomes part of the key."""
+    fingerprinter = getattr(crawler, "request_fingerprinter", None)
+    if fingerprinter is None or type(fingerprinter) is RequestFingerprinter:
+        return None
+    return fingerprinter
+
+
+def request_key(
+    request: Request, canonicalizer: URLCanonicalizer, fingerprinter: Any = None
+) -> tuple[int, str, int]:
+    """(64-bit key, canonical URL, rule mask) of ``request``, as the dupefilter keys it."""
+    url, mask = _canonical_url(request, canonicalizer)
+    extra = b""
+    if fingerprinter is not None:
+        try:
+            canonical_request = request.replace(url=url)
+        except ValueError:  # a key Scrapy would not accept as a URL
+            canonical_request = request
+        extra = fingerprinter.fingerprint(canonical_request)
+    return url_key(request.method, url, request.body, extra), url, mask
 
 
 def url_info(url: str, mask: int = 0) -> int:
@@ -100,14 +142,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self.debug = settings.getbool("DUPEFILTER_DEBUG") or settings.getbool("DEDUP_DEBUG")
         self._owns_store = store is None
         self.store = acquire_store(crawler) if store is None else store
-        # A custom REQUEST_FINGERPRINTER_CLASS (scrapy-zyte-api, scrapy-playwright...)
-        # tells requests to one URL apart by more than method and body: honour it.
-        fingerprinter = getattr(crawler, "request_fingerprinter", None)
-        self._fingerprinter = (
-            None
-            if fingerprinter is None or type(fingerprinter) is RequestFingerprinter
-            else fingerprinter
-        )
+        self._fingerprinter = custom_fingerprinter(crawler)
         self._logged_first = False
         # Only with debug on: which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
@@ -133,22 +168,11 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     def canonical_url(self, request: Request) -> tuple[str, int]:
         """The canonical URL of ``request`` and the mask of rules that changed it."""
-        if request.meta.get("verbatim_url"):
-            return request.url, 0
-        return self.canonicalizer.canonicalize_traced(request.url)
+        return _canonical_url(request, self.canonicalizer)
 
     def request_key(self, request: Request) -> tuple[int, str, int]:
         """(64-bit key, canonical URL, rule mask) of ``request``."""
-        url, mask = self.canonical_url(request)
-        key = url_key(request.method, url, request.body)
-        if self._fingerprinter is not None:
-            try:
-                canonical_request = request.replace(url=url)
-            except ValueError:  # a key Scrapy would not accept as a URL
-                canonical_request = request
-            extra = self._fingerprinter.fingerprint(canonical_request)
-            key = url_key(request.method, url, request.body, extra)
-        return key, url, mask
+        return request_key(request, self.canonicalizer, self._fingerprinter)
 
     def _record(self, request: Request) -> tuple[int, int, int | None]:
         key, _, mask = self.request_key(request)
@@ -233,6 +257,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         else the shared rewriting ones. The very same URL again is ``exact``:
         Scrapy's own filter would have dropped it too.
         """
+        if first & REL_CANONICAL:
+            return ("rel_canonical",)
         if first >> _MASK_BITS == zlib.crc32(request.url.encode("utf-8", "surrogatepass")):
             return ("exact",)
         return _reasons(mask & _LOW_MASK, first & _LOW_MASK)

@@ -5,17 +5,23 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import TextResponse
 
 from scrapy_dedup import defaults
 from scrapy_dedup._crawler_store import acquire_store, canonical_map, release_store
-from scrapy_dedup.dupefilter import build_canonicalizer, url_info, url_key
+from scrapy_dedup.dupefilter import (
+    REL_CANONICAL,
+    build_canonicalizer,
+    custom_fingerprinter,
+    request_key,
+    url_info,
+    url_key,
+)
 from scrapy_dedup.relcanonical import find_canonical, judge, parse_link_header, resolve
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
@@ -46,6 +52,7 @@ class RelCanonicalMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.canonicalizer = build_canonicalizer(settings)
+        self.fingerprinter = custom_fingerprinter(crawler)
         self.check_site = settings.getbool(
             "DEDUP_CANONICAL_CHECK_SITE", defaults.DEFAULTS["DEDUP_CANONICAL_CHECK_SITE"]
         )
@@ -83,9 +90,7 @@ class RelCanonicalMiddleware:
         if verdict == "apply" and target is not None:
             self.stats.inc_value("dedup/canonical/applied")
             request.meta["dedup_canonical_url"] = target
-            # The canonical page is this page: a later link to it is not fetched.
-            key_url, mask = self.canonicalizer.canonicalize_traced(target)
-            self.store.add_url(url_key("GET", key_url), url_info(target, mask))
+            self._mark_seen(target)
         elif verdict == "same":
             self.stats.inc_value("dedup/canonical/same")
         elif verdict == "ignore":
@@ -94,9 +99,10 @@ class RelCanonicalMiddleware:
                 logger.debug("Ignoring rel=canonical %s of %s (%s)", target, response.url, reason)
         if 200 <= response.status < 300:
             filed_under = target if verdict == "apply" and target else response.url
-            earlier = self._claim(filed_under, response.url)
+            key = url_key("FILED", self.canonicalizer.canonicalize(filed_under))
+            earlier = self._claim(key, response.url)
             if filed_under != response.url:
-                self.canonicals.record(response.url, filed_under, duplicate=earlier)
+                self.canonicals.record(response.url, filed_under, duplicate=earlier, key=key)
                 if self.debug:
                     logger.debug(
                         "Filing %s under its rel=canonical %s%s",
@@ -106,10 +112,18 @@ class RelCanonicalMiddleware:
                     )
         return response
 
-    def _claim(self, filed_under: str, fetched: str) -> bool:
-        """Record that the page at ``fetched`` is filed under ``filed_under``;
+    def _mark_seen(self, target: str) -> None:
+        """The canonical page is this page: a later link to it is not fetched."""
+        try:
+            request = Request(target)
+        except (ValueError, TypeError):  # judge() accepted it, Scrapy may not
+            return
+        key, _, _ = request_key(request, self.canonicalizer, self.fingerprinter)
+        self.store.add_url(key, url_info(target, REL_CANONICAL))
+
+    def _claim(self, key: int, fetched: str) -> bool:
+        """Record that the page at ``fetched`` is filed under the URL of ``key``;
         ``True`` when another page was filed there first."""
-        key = url_key("FILED", self.canonicalizer.canonicalize(filed_under))
         owner = url_info(fetched)
         first = self.store.add_url(key, owner)
         return first is not None and first != owner

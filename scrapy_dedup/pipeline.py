@@ -10,7 +10,8 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_dedup import defaults
 from scrapy_dedup._crawler_store import CanonicalMap, acquire_store, canonical_map, release_store
-from scrapy_dedup.near import NearMethod, make_method
+from scrapy_dedup.minhash import jaccard_estimate
+from scrapy_dedup.near import MinHashMethod, NearMethod, make_method
 from scrapy_dedup.text import content_digest, extract_text
 
 if TYPE_CHECKING:
@@ -80,6 +81,10 @@ class ContentDedupPipeline:
         self.stats = crawler.stats
         self._logged_first = False
         self._warned_mark = False
+        self.canonical_similarity = settings.getfloat(
+            "DEDUP_CANONICAL_MIN_SIMILARITY", defaults.DEFAULTS["DEDUP_CANONICAL_MIN_SIMILARITY"]
+        )
+        self._filing = MinHashMethod(threshold=max(self.canonical_similarity, 0.01))
         self.store: DedupStore | None = None
         self.canonicals: CanonicalMap | None = None
         self._warned_fetched = False
@@ -104,10 +109,19 @@ class ContentDedupPipeline:
         adapter = ItemAdapter(item)
         url = _as_url(adapter.get(self.url_field))
         filed = self.canonicals.get(url) if url else None
+        text = extract_text(adapter, self.text_fields)
+        signature = None
+        if filed is not None and text is not None:
+            signature = self._filing.fingerprint(text[: self.max_chars])
+            if filed[1] and not self._close_to_filed(filed[2], signature):
+                # A page declared a canonical URL another page was filed under, but
+                # its items say otherwise (page 2 of a list declaring page 1): keep
+                # them under the URL they were fetched from.
+                self.stats.inc_value("dedup/canonical/ignored/content_differs")
+                filed, signature = None, None
         if filed is not None:
             self._file_under(adapter, filed[0], url)
             url = filed[0]
-        text = extract_text(adapter, self.text_fields)
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
@@ -135,8 +149,20 @@ class ContentDedupPipeline:
         first = self.store.add_content(digest, url)
         if first is not None:  # another worker kept the same text meanwhile
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
+        if signature is not None and filed is not None:
+            self.store.add_filed(filed[2], signature)
         self.stats.inc_value("dedup/items/unique")
         return item
+
+    def _close_to_filed(self, key: int, signature: Any) -> bool:
+        """Whether an item's text resembles one of the items filed under the
+        canonical URL of ``key`` (estimated Jaccard similarity of at least
+        DEDUP_CANONICAL_MIN_SIMILARITY)."""
+        assert self.store is not None
+        return any(
+            jaccard_estimate(signature, other) >= self.canonical_similarity
+            for other in self.store.filed_fingerprints(key)
+        )
 
     def _file_under(self, adapter: ItemAdapter, canonical: str, fetched: str) -> None:
         """Put the canonical URL in the URL field and keep the fetched one beside it."""

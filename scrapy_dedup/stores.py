@@ -125,6 +125,14 @@ class DedupStore:
     def get_content(self, digest: bytes) -> str | None:
         raise NotImplementedError
 
+    def add_filed(self, key: int, fingerprint: Any) -> None:
+        """Remember the text fingerprint of an item filed under a canonical URL."""
+        raise NotImplementedError
+
+    def filed_fingerprints(self, key: int) -> list[Any]:
+        """The fingerprints of items filed under the canonical URL ``key``."""
+        raise NotImplementedError
+
     def add_content(self, digest: bytes, url: str) -> str | None:
         raise NotImplementedError
 
@@ -171,6 +179,7 @@ class MemoryStore(DedupStore):
         self._content: dict[bytes, str] = {}
 
         self._near: dict[str, tuple[NearIndex, list[str]]] = {}
+        self._filed: dict[int, list[Any]] = {}
         self._file = None
         self.path: Path | None = None
         if directory is not None:
@@ -212,6 +221,14 @@ class MemoryStore(DedupStore):
     def get_content(self, digest: bytes) -> str | None:
         return self._content.get(digest)
 
+    def add_filed(self, key: int, fingerprint: Any) -> None:
+        filed = self._filed.setdefault(key, [])
+        if len(filed) < 32:  # a page's first items are enough to compare against
+            filed.append(fingerprint)
+
+    def filed_fingerprints(self, key: int) -> list[Any]:
+        return self._filed.get(key, [])
+
     def add_content(self, digest: bytes, url: str) -> str | None:
         first = self._content.get(digest)
         if first is None:
@@ -237,6 +254,7 @@ class MemoryStore(DedupStore):
         self._urls.clear()
         self._content.clear()
         self._near.clear()
+        self._filed.clear()
 
         if self._file is not None:
             self._file.truncate(0)

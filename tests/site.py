@@ -310,6 +310,8 @@ def canonical_routes() -> dict[str, Route]:
         "/self",
         "/gone",
         "/zipped",
+        "/list?page=2",
+        "/list?page=3",
     )
     hose = PRODUCT.format(sku="GH-2500")
     canonical = '<link rel="canonical" href="{}">'.format
@@ -370,6 +372,12 @@ def canonical_routes() -> dict[str, Route]:
         "/zipped": lambda q: dataclasses.replace(
             declaring("Zipped", "Served gzip-compressed.", head=canonical("/products/zipped")),
             gzip=True,
+        ),
+        # the SEO mistake: later pages of a list declaring page 1 as canonical
+        "/list": lambda q: declaring(
+            f"List {q}",
+            {"page=2": WIND, "page=3": BLOG}.get(q, SOLAR),
+            head=canonical("/list"),
         ),
         "/gone": lambda q: declaring(
             "Gone", "Deleted.", head=canonical("/products/gone"), status=404

@@ -49,6 +49,26 @@ def test_a_custom_request_fingerprinter_is_honoured() -> None:
     )
 
 
+def test_rel_canonical_marks_the_dupefilter_key_even_with_a_custom_fingerprinter() -> None:
+    from scrapy.http import HtmlResponse
+
+    from scrapy_dedup import RelCanonicalMiddleware
+
+    crawler = get_crawler(
+        settings_dict={**DEDUP, "REQUEST_FINGERPRINTER_CLASS": VariantFingerprinter}
+    )
+    df = build_from_crawler(CanonicalDupeFilter, crawler)
+    mw = build_from_crawler(RelCanonicalMiddleware, crawler)
+    page = Request("https://example.com/shop/a")
+    body = b'<html><head><link rel="canonical" href="/products/a"></head></html>'
+    mw.process_response(page, HtmlResponse(page.url, body=body, request=page))
+    request = Request("https://example.com/products/a")
+    assert df.request_seen(request)
+    df.log(request, None)
+    df.close("finished")
+    assert crawler.stats.get_value("dedup/url/filtered/rel_canonical") == 1
+
+
 def test_verbatim_url_requests_are_keyed_on_their_own_url() -> None:
     df = make_filter()
     assert not df.request_seen(Request("https://example.com/a"))

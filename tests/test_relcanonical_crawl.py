@@ -37,8 +37,15 @@ async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) 
     # absurd targets are ignored: the page stays under the URL it was fetched from
     for path in ("/missing-thing", "/spam", "/js", "/broken", "/self"):
         assert filed[url(path)] is None, path
-    assert len(result.items) == 1 + 10  # home + every page above but the second hose
-    assert stats["dedup/canonical/applied"] == 6  # both hoses, widget, report, huge, zipped
+    # page 2 and 3 of a list declaring page 1: page 2 is filed under /list (never
+    # fetched: its key was marked seen), page 3's different text keeps its own URL
+    assert filed[url("/list")] in (url("/list?page=2"), url("/list?page=3"))
+    other_page = ({url("/list?page=2"), url("/list?page=3")} - {filed[url("/list")]}).pop()
+    assert filed[other_page] is None
+    assert "/list" not in fresh_site.fetched()
+    assert stats["dedup/canonical/ignored/content_differs"] == 1
+    assert len(result.items) == 1 + 12  # home + every page above but the second hose
+    assert stats["dedup/canonical/applied"] == 8  # hoses, widget, report, huge, zipped, lists
     assert stats["dedup/canonical/same"] == 1
     for reason in ("homepage", "other_site", "scheme", "status"):
         assert stats[f"dedup/canonical/ignored/{reason}"] == 1, reason
@@ -51,19 +58,29 @@ async def test_the_addon_turns_the_middleware_on(fresh_site: Site) -> None:
     result = await crawl(
         ArticleSpider, {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}, start=fresh_site.url("/")
     )
-    assert result.stats["dedup/canonical/applied"] == 6
+    assert result.stats["dedup/canonical/applied"] == 8
     assert fresh_site.url("/catalog/widget") in {item["url"] for item in result.items}
 
 
+REVIEWS = (
+    "Sturdy and cheap. The hose survived a winter outside without cracking, and the brass "
+    "fittings still screw on by hand. I would buy it again for the vegetable garden.",
+    "It kinks less than my old one but it is heavy to carry across the lawn. The wall "
+    "bracket was missing two screws, which the shop sent after a week.",
+    "Delivery was quick. Water pressure at the far end of the garden is much better now, "
+    "and the spray gun from the same brand fits perfectly on the coupling.",
+)
+
+
 class ReviewsSpider(ArticleSpider):
-    """Yields several items per page, all with the page's URL."""
+    """Yields several items per product page, all with the page's URL."""
 
     name = "reviews"
 
     def parse(self, response):  # type: ignore[no-untyped-def]
-        for i in range(3):
-            text = f"Review {i} of {response.url}: " + "a fine product, sturdy and cheap. " * 12
-            yield {"url": response.url, "text": text}
+        if "/hose" in response.url:  # the product's pages carry its reviews
+            for opinion in REVIEWS:
+                yield {"url": response.url, "text": opinion}
         yield from response.follow_all(css="nav a", callback=self.parse)
 
 
@@ -79,3 +96,4 @@ async def test_every_item_of_the_first_page_filed_under_a_canonical_is_kept(
     assert len(under_product) == 3  # the first hose page's three reviews
     assert len({item["fetched_url"] for item in under_product}) == 1
     assert result.stats["dedup/items/canonical"] == 3  # the other hose page's three
+    assert result.stats["dedup/url/filtered/rel_canonical"] >= 1  # /products/hose not fetched
