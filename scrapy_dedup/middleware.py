@@ -101,15 +101,16 @@ class RelCanonicalMiddleware:
             filed_under = target if verdict == "apply" and target else response.url
             key = url_key("FILED", self.canonicalizer.canonicalize(filed_under))
             earlier = self._claim(key, response.url)
-            if filed_under != response.url:
-                self.canonicals.record(response.url, filed_under, duplicate=earlier, key=key)
-                if self.debug:
-                    logger.debug(
-                        "Filing %s under its rel=canonical %s%s",
-                        response.url,
-                        filed_under,
-                        " (already filed by another page)" if earlier else "",
-                    )
+            # Every page is recorded, its own URL included: the pipeline compares a
+            # later variant's items with whatever was filed under the URL first.
+            self.canonicals.record(response.url, filed_under, duplicate=earlier, key=key)
+            if self.debug and filed_under != response.url:
+                logger.debug(
+                    "Filing %s under its rel=canonical %s%s",
+                    response.url,
+                    filed_under,
+                    " (already filed by another page)" if earlier else "",
+                )
         return response
 
     def _mark_seen(self, target: str) -> None:

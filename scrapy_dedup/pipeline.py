@@ -85,6 +85,12 @@ class ContentDedupPipeline:
             "DEDUP_CANONICAL_MIN_SIMILARITY", defaults.DEFAULTS["DEDUP_CANONICAL_MIN_SIMILARITY"]
         )
         self._filing = MinHashMethod(threshold=max(self.canonical_similarity, 0.01))
+        # The default near method computes the very same signature: reuse it then.
+        self._filing_compatible = (
+            self.near
+            if isinstance(self.near, MinHashMethod) and self.near.num_perm == self._filing.num_perm
+            else None
+        )
         self.store: DedupStore | None = None
         self.canonicals: CanonicalMap | None = None
         self._warned_fetched = False
@@ -119,14 +125,14 @@ class ContentDedupPipeline:
                 # them under the URL they were fetched from.
                 self.stats.inc_value("dedup/canonical/ignored/content_differs")
                 filed, signature = None, None
-        if filed is not None:
+        if filed is not None and filed[0] != url:
             self._file_under(adapter, filed[0], url)
             url = filed[0]
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
         if filed is not None and filed[1]:
-            why = "its page declares this rel=canonical URL, another page was filed under it first"
+            why = "a page filed under this URL first has items with this text"
             return self._duplicate(item, adapter, "canonical", url, url, why)
 
         digest = content_digest(text)
@@ -139,7 +145,12 @@ class ContentDedupPipeline:
             # Only the fingerprint is bounded: a 10 MB page still gets its exact
             # digest over the whole text above.
             sample = text if len(text) <= self.max_chars else text[: self.max_chars]
-            match = self.store.match_or_add_near(self.near, self.near.fingerprint(sample), url)
+            fingerprint = (
+                signature
+                if signature is not None and self.near is self._filing_compatible
+                else self.near.fingerprint(sample)
+            )
+            match = self.store.match_or_add_near(self.near, fingerprint, url)
             if match is not None:
                 first, score = match
                 return self._duplicate(

@@ -312,6 +312,7 @@ def canonical_routes() -> dict[str, Route]:
         "/zipped",
         "/list?page=2",
         "/list?page=3",
+        "/products/lamp",
     )
     hose = PRODUCT.format(sku="GH-2500")
     canonical = '<link rel="canonical" href="{}">'.format
@@ -372,6 +373,15 @@ def canonical_routes() -> dict[str, Route]:
         "/zipped": lambda q: dataclasses.replace(
             declaring("Zipped", "Served gzip-compressed.", head=canonical("/products/zipped")),
             gzip=True,
+        ),
+        # the canonical page fetched first, then a variant (another breadcrumb) declaring it
+        "/products/lamp": lambda q: declaring(
+            "Lamp", PRESS.format(city="Oslo"), "/shop/lamps/desk-lamp"
+        ),
+        "/shop/lamps/desk-lamp": lambda q: declaring(
+            "Lamp",
+            "Category: Lamps. " + PRESS.format(city="Oslo"),
+            head=canonical("/products/lamp"),
         ),
         # the SEO mistake: later pages of a list declaring page 1 as canonical
         "/list": lambda q: declaring(

@@ -27,7 +27,10 @@ async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) 
     # product URL itself is never fetched (its key was marked seen)
     assert filed[url("/products/hose")] in (url("/shop/garden/hose"), url("/shop/sale/hose"))
     assert "/products/hose" not in fresh_site.fetched()
-    assert stats["dedup/items/canonical"] == 1
+    assert stats["dedup/items/canonical"] == 2  # the second hose; the lamp variant
+    # the canonical page came first: its variant's item is a duplicate, not a second item
+    assert filed[url("/products/lamp")] is None
+    assert url("/shop/lamps/desk-lamp") not in filed
     # relative canonical against <base href>; a Link header; a huge page
     assert filed[url("/catalog/widget")] == url("/rel/page")
     assert filed[url("/docs/report")] == url("/files/report")
@@ -44,12 +47,14 @@ async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) 
     assert filed[other_page] is None
     assert "/list" not in fresh_site.fetched()
     assert stats["dedup/canonical/ignored/content_differs"] == 1
-    assert len(result.items) == 1 + 12  # home + every page above but the second hose
-    assert stats["dedup/canonical/applied"] == 8  # hoses, widget, report, huge, zipped, lists
+    assert len(result.items) == 1 + 13  # home + every page above but two variants
+    assert (
+        stats["dedup/canonical/applied"] == 9
+    )  # hoses, widget, report, huge, zipped, lists, lamp
     assert stats["dedup/canonical/same"] == 1
     for reason in ("homepage", "other_site", "scheme", "status"):
         assert stats[f"dedup/canonical/ignored/{reason}"] == 1, reason
-    assert stats["item_dropped_count"] == 1
+    assert stats["item_dropped_count"] == 2
 
 
 @deferred_f_from_coro_f
@@ -58,7 +63,7 @@ async def test_the_addon_turns_the_middleware_on(fresh_site: Site) -> None:
     result = await crawl(
         ArticleSpider, {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}, start=fresh_site.url("/")
     )
-    assert result.stats["dedup/canonical/applied"] == 8
+    assert result.stats["dedup/canonical/applied"] == 9
     assert fresh_site.url("/catalog/widget") in {item["url"] for item in result.items}
 
 
