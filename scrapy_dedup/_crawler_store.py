@@ -1,20 +1,168 @@
-"""One store per crawler, shared by the dupefilter, the pipeline and the middleware."""
+"""One store per crawler, shared by the dupefilter, the pipeline and the middleware.
+
+The store is opened from ``DEDUP_STORE`` on first use and wrapped in
+:class:`GuardedStore`, which applies ``DEDUP_STORE_ON_ERROR`` when it fails
+mid-crawl.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from scrapy import signals
+from scrapy.utils.asyncio import create_looping_call
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 
-from scrapy_dedup.stores import DedupStore, MemoryStore
+from scrapy_dedup import defaults
+from scrapy_dedup.stores import DedupStore, StoreError, open_store
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["CanonicalMap", "acquire_store", "canonical_map", "release_store"]
+    from scrapy_dedup.near import NearMethod
+
+__all__ = ["CanonicalMap", "GuardedStore", "acquire_store", "canonical_map", "release_store"]
+
+logger = logging.getLogger(__name__)
+
+_RETRY_AFTER = 5.0  # seconds a failed store is bypassed before it is tried again
+
+
+class GuardedStore(DedupStore):
+    """A store whose failures do not lose data: a failed call answers "new"
+    (nothing filtered, nothing dropped), is counted in ``dedup/store/errors``
+    and logged; then, by ``on_error``, the crawl goes on without dedup
+    ("continue": the store is tried again every few seconds) or is stopped
+    cleanly ("stop")."""
+
+    def __init__(self, store: DedupStore, crawler: Crawler, uri: str, on_error: str) -> None:
+        self.store = store
+        self.crawler = crawler
+        self.uri = uri
+        self.on_error = on_error
+        self.persists_kept = store.persists_kept
+        self._down_until = 0.0
+        self._failures = 0
+        self._last_logged = 0.0
+        self._closing: Any = None
+
+    def _guard(self, fallback: Any, method: str, *args: Any) -> Any:
+        if self._down_until and time.monotonic() < self._down_until:
+            self.crawler.stats.inc_value("dedup/store/bypassed")
+            return fallback
+        try:
+            result = getattr(self.store, method)(*args)
+        except StoreError as exc:
+            self._failed(exc)
+            return fallback
+        if self._down_until:
+            self._down_until = 0.0
+            logger.warning("Dedup store %s answers again: deduplicating again", self.uri)
+        return result
+
+    def _failed(self, exc: StoreError) -> None:
+        self._failures += 1
+        self.crawler.stats.inc_value("dedup/store/errors")
+        self._down_until = time.monotonic() + _RETRY_AFTER
+        now = time.monotonic()
+        if self.on_error == "stop":
+            if self._closing is None:
+                logger.error("%s; stopping the crawl (DEDUP_STORE_ON_ERROR='stop')", exc)
+                engine = self.crawler.engine
+                if engine is not None and engine.spider is not None:
+                    self._closing = deferred_from_coro(
+                        engine.close_spider_async(reason="dedup_store_error")
+                    )
+                    self._closing.addErrback(lambda failure: None)
+            return
+        if self._failures == 1 or now - self._last_logged >= 60:
+            self._last_logged = now
+            logger.error(
+                "%s; crawling on WITHOUT deduplication (%d store errors so far, see "
+                "dedup/store/errors): duplicates are fetched and kept until it answers "
+                "again. Set DEDUP_STORE_ON_ERROR='stop' to stop the crawl instead.",
+                exc,
+                self._failures,
+            )
+
+    def add_url(self, key: int, info: int) -> int | None:
+        return self._guard(None, "add_url", key, info)
+
+    def get_url(self, key: int) -> int | None:
+        return self._guard(None, "get_url", key)
+
+    def keep_url(self, key: int, info: int) -> None:
+        self._guard(None, "keep_url", key, info)
+
+    def url_count(self) -> int:
+        return self.store.url_count()
+
+    def get_content(self, digest: bytes) -> str | None:
+        return self._guard(None, "get_content", digest)
+
+    def add_content(self, digest: bytes, url: str) -> str | None:
+        return self._guard(None, "add_content", digest, url)
+
+    def match_or_add_near(
+        self, method: NearMethod, fingerprint: Any, url: str
+    ) -> tuple[str, Any] | None:
+        return self._guard(None, "match_or_add_near", method, fingerprint, url)
+
+    def add_filed(self, key: int, data: bytes) -> bool:
+        return bool(self._guard(False, "add_filed", key, data))
+
+    def filed(self, key: int) -> list[bytes]:
+        return self._guard([], "filed", key)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Any]:
+        with self.store.hold() as token:
+            yield token
+
+    def release(self, token: Any) -> None:
+        self._guard(None, "release", token)
+
+    def discard(self, token: Any) -> None:
+        self.store.discard(token)
+
+    def clear(self) -> None:
+        self.store.clear()
+
+    def flush(self) -> None:
+        self._guard(None, "flush")
+
+    def close(self) -> None:
+        try:
+            self.store.close()
+        except StoreError as exc:
+            self._failed(exc)
+
+
+def open_crawler_store(crawler: Crawler) -> GuardedStore:
+    """The store ``DEDUP_STORE`` names for this crawler's namespace."""
+    settings = crawler.settings
+    uri = settings.get("DEDUP_STORE") or defaults.DEFAULTS["DEDUP_STORE"]
+    namespace = settings.get("DEDUP_NAMESPACE") or getattr(crawler.spider, "name", None)
+    on_error = settings.get("DEDUP_STORE_ON_ERROR", defaults.DEFAULTS["DEDUP_STORE_ON_ERROR"])
+    if on_error not in ("continue", "stop"):
+        raise ValueError(f"DEDUP_STORE_ON_ERROR must be 'continue' or 'stop', not {on_error!r}")
+    store = open_store(
+        str(uri),
+        str(namespace or "default"),
+        jobdir=job_dir(settings),
+        prefix=settings.get("DEDUP_REDIS_PREFIX", defaults.DEFAULTS["DEDUP_REDIS_PREFIX"]),
+    )
+    if settings.getbool("DEDUP_RESET"):
+        logger.warning("DEDUP_RESET is set: forgetting namespace %r of %s", namespace, uri)
+        store.clear()
+    return GuardedStore(store, crawler, str(uri), on_error)
 
 
 class CanonicalMap(OrderedDict[str, tuple[str, bool, int]]):
@@ -34,26 +182,46 @@ class CanonicalMap(OrderedDict[str, tuple[str, bool, int]]):
 
 
 class _Shared:
-    def __init__(self, store: DedupStore) -> None:
+    def __init__(self, store: GuardedStore) -> None:
         self.store = store
         self.users = 0
         self.canonicals = CanonicalMap()
+        self.closed = False
+        self._flusher: Any = None
+
+    def start_flushing(self) -> None:
+        """Commit what a persistent store holds back every second, so a crawl
+        that goes quiet still has its last records on disk."""
+        if self._flusher is None and not self.closed:
+            self._flusher = create_looping_call(self.store.flush)
+            self._flusher.start(1.0, now=False)
 
     def close(self) -> None:
-        self.store.close()
+        if self._flusher is not None and self._flusher.running:
+            self._flusher.stop()
+        if not self.closed:
+            self.closed = True
+            self.store.close()
 
 
 _SHARED: WeakKeyDictionary[Crawler, _Shared] = WeakKeyDictionary()
 
 
-def acquire_store(crawler: Crawler) -> DedupStore:
+def acquire_store(crawler: Crawler) -> GuardedStore:
     """The crawler's store, opened on first use; pair with :func:`release_store`."""
     shared = _SHARED.get(crawler)
     if shared is None:
-        shared = _SHARED[crawler] = _Shared(MemoryStore(job_dir(crawler.settings)))
+        try:
+            store = open_crawler_store(crawler)
+        except StoreError as exc:
+            # One line naming the store, not a traceback from deep inside Scrapy.
+            logger.error("Cannot open the dedup store: %s", exc)
+            raise
+        shared = _SHARED[crawler] = _Shared(store)
         # A component that is never closed (scrapy-redis's Scheduler does not
         # close its dupefilter) must not keep the store open past the crawl.
         crawler.signals.connect(shared.close, signal=signals.spider_closed)
+        crawler.signals.connect(shared.start_flushing, signal=signals.spider_opened)
     shared.users += 1
     return shared.store
 

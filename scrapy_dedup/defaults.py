@@ -37,6 +37,14 @@ DEFAULTS: dict[str, Any] = {
     # a later page's item is a canonical duplicate only when its text is this close
     # (estimated Jaccard) to an item already filed under the canonical URL
     "DEDUP_CANONICAL_MIN_SIMILARITY": 0.5,
+    # Stores
+    # "memory", "sqlite:///relative.db", "sqlite:////abs.db", "redis://host:6379/0",
+    # "redis+cluster://host:7000"
+    "DEDUP_STORE": "memory",
+    "DEDUP_NAMESPACE": None,  # None: the spider's name
+    "DEDUP_RESET": False,  # forget the namespace's state when the crawl starts
+    "DEDUP_STORE_ON_ERROR": "continue",  # or "stop": what a store failing mid-crawl does
+    "DEDUP_REDIS_PREFIX": "dedup",  # Redis key names start "<prefix>:<namespace>:"
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }

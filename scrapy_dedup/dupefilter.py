@@ -16,7 +16,7 @@ from scrapy_dedup import defaults
 from scrapy_dedup._crawler_store import acquire_store, release_store
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.canonical import DROPPING, RULES, UNPARSED, URLCanonicalizer
-from scrapy_dedup.stores import DedupStore
+from scrapy_dedup.stores import PREVIOUS_RUN, DedupStore
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -39,7 +39,8 @@ _MASK_BITS = 16  # low bits of a stored value: the rules that changed the first 
 _LOW_MASK = (1 << _MASK_BITS) - 1
 #: Set in the info of a key that RelCanonicalMiddleware marked seen: a page declared it.
 REL_CANONICAL = 1 << 15
-_REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in (*RULES, "exact", "rel_canonical")}
+_REASONS = (*RULES, "exact", "rel_canonical", "previous_run")
+_REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in _REASONS}
 
 
 @lru_cache(maxsize=4096)
@@ -154,6 +155,10 @@ class CanonicalDupeFilter(BaseDupeFilter):
         crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
         # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
         crawler.signals.connect(self._stats.flush, signal=signals.spider_closed)
+        if self.store.persists_kept:
+            crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
+            crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
+            crawler.signals.connect(self._response_received, signal=signals.response_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -257,6 +262,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         else the shared rewriting ones. The very same URL again is ``exact``:
         Scrapy's own filter would have dropped it too.
         """
+        if first & PREVIOUS_RUN:
+            return ("previous_run",)
         if first & REL_CANONICAL:
             return ("rel_canonical",)
         if first >> _MASK_BITS == zlib.crc32(request.url.encode("utf-8", "surrogatepass")):
@@ -268,6 +275,43 @@ class CanonicalDupeFilter(BaseDupeFilter):
         # later link to a start URL or a retried page is not fetched again.
         if request.dont_filter:
             self._record(request)
+
+    # What a later run skips (SQLite) -------------------------------------
+
+    def _item_scraped(self, item: Any, response: Any) -> None:
+        self._keep(response)
+
+    def _item_dropped(self, item: Any, response: Any, exception: BaseException) -> None:
+        # A duplicate's text is kept under another URL: its page is done too.
+        if getattr(exception, "dedup_duplicate", False):
+            self._keep(response)
+
+    def _response_received(self, response: Any, request: Request) -> None:
+        if request.meta.get("dedup_persist") is True:
+            self._keep(response, request)
+
+    def _keep(self, response: Any, request: Request | None = None) -> None:
+        """Record the page (and the URLs that led to it) for later runs to skip."""
+        request = request if request is not None else getattr(response, "request", None)
+        if request is None or request.meta.get("dedup_persist") is False:
+            return
+        key, _, mask = self.request_key(request)
+        self.store.keep_url(key, url_info(request.url, mask))
+        for url in request.meta.get("redirect_urls", ()):  # the redirect hops led here
+            try:
+                hop = request.replace(url=url, method="GET", body=b"")
+            except ValueError:
+                continue
+            key, _, mask = self.request_key(hop)
+            self.store.keep_url(key, url_info(url, mask))
+        canonical = request.meta.get("dedup_canonical_url")
+        if canonical:
+            try:
+                target = request.replace(url=canonical, method="GET", body=b"")
+            except ValueError:
+                return
+            key, _, _ = self.request_key(target)
+            self.store.keep_url(key, url_info(canonical, REL_CANONICAL))
 
     def open(self) -> None:
         pass

@@ -7,6 +7,8 @@ them, so the same logic serves the memory, SQLite and Redis stores.
 
 from __future__ import annotations
 
+import hashlib
+from itertools import combinations, pairwise
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,7 +20,14 @@ from scrapy_dedup.minhash import MinHashLSH, minhash_signature
 _START = "\ue000 \ue000"  # private-use characters: never words of a real text
 _END = "\ue001 \ue001"
 
-__all__ = ["MinHashMethod", "NearIndex", "NearMethod", "SimhashMethod", "make_method"]
+__all__ = [
+    "MinHashMethod",
+    "NearIndex",
+    "NearMethod",
+    "SimhashMethod",
+    "doc_id",
+    "make_method",
+]
 
 
 class NearIndex(Protocol):
@@ -42,6 +51,34 @@ class NearMethod(Protocol):
     def describe(self, score: Any) -> str:
         """The score in words, for logs."""
 
+    def encode(self, fingerprint: Any) -> bytes:
+        """The fingerprint as bytes a store can keep (never pickled)."""
+
+    def decode(self, data: bytes) -> Any:
+        """The fingerprint :meth:`encode` turned into ``data``."""
+
+    def band_keys(self, fingerprint: Any) -> list[int]:
+        """64-bit keys such that every near duplicate shares at least one
+        (stores without an in-memory index look candidates up by them)."""
+
+    def match(self, fingerprint: Any, other: Any) -> tuple[float, Any] | None:
+        """``(closeness, score)`` when ``other`` is a near duplicate of
+        ``fingerprint`` (higher closeness is nearer), else ``None``."""
+
+
+def _mix64(value: int, salt: int) -> int:
+    """splitmix64's finalizer: spreads a key's bits (stores shard by its top byte)."""
+    z = (value + (salt + 1) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return z ^ (z >> 31)
+
+
+def doc_id(data: bytes) -> bytes:
+    """A kept document's 8-byte id in stores that need one: a hash of its
+    encoded fingerprint."""
+    return hashlib.blake2b(data, digest_size=8).digest()
+
 
 class MinHashMethod:
     """Estimated 3-word-shingle Jaccard similarity at or above ``threshold``,
@@ -57,6 +94,7 @@ class MinHashMethod:
         MinHashLSH(num_perm, threshold=threshold)  # validates the parameters
         self.threshold = threshold
         self.num_perm = num_perm
+        self._lsh: MinHashLSH | None = None
 
     def fingerprint(self, text: str) -> np.ndarray:
         return minhash_signature(shingle_hashes(f"{_START} {text} {_END}"), self.num_perm)
@@ -66,6 +104,23 @@ class MinHashMethod:
 
     def describe(self, score: Any) -> str:
         return f"estimated Jaccard similarity {score:.2f}"
+
+    def encode(self, fingerprint: np.ndarray) -> bytes:
+        return np.asarray(fingerprint, dtype="<u4").tobytes()
+
+    def decode(self, data: bytes) -> np.ndarray:
+        if len(data) != 4 * self.num_perm:
+            raise ValueError(f"a {self.num_perm}-value MinHash is {4 * self.num_perm} bytes")
+        return np.frombuffer(data, dtype="<u4").astype(np.uint32)
+
+    def band_keys(self, fingerprint: np.ndarray) -> list[int]:
+        if self._lsh is None:
+            self._lsh = self.new_index()
+        return self._lsh.band_keys(fingerprint)
+
+    def match(self, fingerprint: np.ndarray, other: np.ndarray) -> tuple[float, Any] | None:
+        score = float(np.count_nonzero(fingerprint == other)) / self.num_perm
+        return (score, score) if score >= self.threshold else None
 
 
 class SimhashMethod:
@@ -78,6 +133,9 @@ class SimhashMethod:
     def __init__(self, max_distance: int = 3) -> None:
         SimhashIndex(max_distance)  # validates the radius
         self.max_distance = max_distance
+        count = max_distance + 2
+        edges = [64 * i // count for i in range(count + 1)]
+        self._blocks = [((1 << (hi - lo)) - 1) << lo for lo, hi in pairwise(edges)]
 
     def fingerprint(self, text: str) -> int:
         return simhash_from_hashes(shingle_hashes(text))
@@ -91,6 +149,27 @@ class SimhashMethod:
     @staticmethod
     def distance(a: int, b: int) -> int:
         return hamming(a, b)
+
+    def encode(self, fingerprint: int) -> bytes:
+        return int(fingerprint).to_bytes(8, "little")
+
+    def decode(self, data: bytes) -> int:
+        if len(data) != 8:
+            raise ValueError("a SimHash is 8 bytes")
+        return int.from_bytes(data, "little")
+
+    def band_keys(self, fingerprint: int) -> list[int]:
+        # Pigeonhole: cut the 64 bits into k + 2 blocks; a fingerprint within k
+        # bits differs in at most k of them, so it shares at least two blocks
+        # exactly, and every pair of blocks is a key.
+        keys = []
+        for n, (a, b) in enumerate(combinations(self._blocks, 2)):
+            keys.append(_mix64((fingerprint & a) | (fingerprint & b), n))
+        return keys
+
+    def match(self, fingerprint: int, other: int) -> tuple[float, Any] | None:
+        distance = hamming(fingerprint, other)
+        return (-distance, distance) if distance <= self.max_distance else None
 
 
 def make_method(name: str, *, threshold: float, max_distance: int) -> NearMethod | None:

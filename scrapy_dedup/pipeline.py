@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
+from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_dedup import defaults
@@ -20,9 +21,16 @@ if TYPE_CHECKING:
 
     from scrapy_dedup.stores import DedupStore
 
-__all__ = ["ContentDedupPipeline"]
+__all__ = ["ContentDedupPipeline", "DuplicateItem"]
 
 logger = logging.getLogger(__name__)
+
+
+class DuplicateItem(DropItem):
+    """The ``DropItem`` this pipeline raises for a duplicate (its text is kept
+    under another URL)."""
+
+    dedup_duplicate = True
 
 
 class ContentDedupPipeline:
@@ -94,6 +102,12 @@ class ContentDedupPipeline:
         self.store: DedupStore | None = None
         self.canonicals: CanonicalMap | None = None
         self._warned_fetched = False
+        # Writes of kept items wait until the item is out of every pipeline,
+        # so a store that outlives the run never records an item that was lost.
+        self._held: dict[int, Any] = {}
+        crawler.signals.connect(self._item_done, signal=signals.item_scraped)
+        crawler.signals.connect(self._item_lost, signal=signals.item_dropped)
+        crawler.signals.connect(self._item_lost, signal=signals.item_error)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,6 +125,28 @@ class ContentDedupPipeline:
     async def process_item(self, item: Any) -> Any:
         if self.store is None:  # used without open_spider (e.g. called directly)
             self.open_spider()
+        assert self.store is not None
+        with self.store.hold() as held:
+            try:
+                result = self._process(item)
+            except DropItem:
+                self.store.discard(held)
+                raise
+        if held:
+            self._held[id(item)] = held
+        return result
+
+    def _item_done(self, item: Any) -> None:
+        held = self._held.pop(id(item), None)
+        if held is not None and self.store is not None:
+            self.store.release(held)
+
+    def _item_lost(self, item: Any) -> None:
+        held = self._held.pop(id(item), None)
+        if held is not None and self.store is not None:
+            self.store.discard(held)
+
+    def _process(self, item: Any) -> Any:
         assert self.store is not None and self.canonicals is not None
         adapter = ItemAdapter(item)
         url = _as_url(adapter.get(self.url_field))
@@ -161,7 +197,7 @@ class ContentDedupPipeline:
         if first is not None:  # another worker kept the same text meanwhile
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
         if signature is not None and filed is not None:
-            self.store.add_filed(filed[2], signature)
+            self.store.add_filed(filed[2], self._filing.encode(signature))
         self.stats.inc_value("dedup/items/unique")
         return item
 
@@ -170,10 +206,14 @@ class ContentDedupPipeline:
         canonical URL of ``key`` (estimated Jaccard similarity of at least
         DEDUP_CANONICAL_MIN_SIMILARITY)."""
         assert self.store is not None
-        return any(
-            jaccard_estimate(signature, other) >= self.canonical_similarity
-            for other in self.store.filed_fingerprints(key)
-        )
+        for data in self.store.filed(key):
+            try:
+                other = self._filing.decode(data)
+            except ValueError:  # recorded with other MinHash parameters
+                continue
+            if jaccard_estimate(signature, other) >= self.canonical_similarity:
+                return True
+        return False
 
     def _file_under(self, adapter: ItemAdapter, canonical: str, fetched: str) -> None:
         """Put the canonical URL in the URL field and keep the fetched one beside it."""
@@ -223,7 +263,7 @@ class ContentDedupPipeline:
             )
         else:
             level = "DEBUG"
-        raise DropItem(message, log_level=level)
+        raise DuplicateItem(message, log_level=level)
 
 
 def _as_url(value: Any) -> str:

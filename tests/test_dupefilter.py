@@ -179,35 +179,35 @@ def test_settings_switch_rules_off() -> None:
     assert df.request_seen(Request("https://shop.example/a?sort=price"))
 
 
-def test_jobdir_keeps_seen_keys_and_survives_a_torn_record(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_jobdir_keeps_seen_keys_for_the_next_run(tmp_path: Path) -> None:
     df = make_filter(JOBDIR=str(tmp_path))
     for i in range(10):
         assert not df.request_seen(Request(f"https://example.com/p{i}"))
     df.close("shutdown")
-    seen_file = tmp_path / MemoryStore.FILENAME
-    assert seen_file.stat().st_size == 10 * 16
-    with seen_file.open("ab") as f:
-        f.write(b"\x01\x02\x03")  # killed in the middle of a write
+    assert (tmp_path / "dedup.sqlite3").exists()
 
-    with caplog.at_level(logging.WARNING):
-        df = make_filter(JOBDIR=str(tmp_path))
-    assert "torn last record" in caplog.text
+    df = make_filter(JOBDIR=str(tmp_path))
     for i in range(10):
-        assert df.request_seen(Request(f"http://www.example.com/p{i}/"))
+        request = Request(f"http://www.example.com/p{i}/")
+        assert df.request_seen(request)
+        df.log(request, None)
     assert not df.request_seen(Request("https://example.com/p10"))
     df.close("finished")
-    assert seen_file.stat().st_size == 11 * 16
+    stats = df.crawler.stats.get_stats()
+    assert stats["dedup/url/filtered/previous_run"] == 10
 
 
 def test_clear_forgets_everything(tmp_path: Path) -> None:
     df = make_filter(JOBDIR=str(tmp_path))
     df.request_seen(Request("https://example.com/a"))
+    df.request_seen(Request("https://example.com/b"))
     df.clear()
     assert not df.request_seen(Request("https://example.com/a"))
     df.close("finished")
-    assert (tmp_path / MemoryStore.FILENAME).stat().st_size == 16  # only the key added after
+    df = make_filter(JOBDIR=str(tmp_path))
+    assert df.request_seen(Request("https://example.com/a"))  # recorded after the clear
+    assert not df.request_seen(Request("https://example.com/b"))
+    df.close("finished")
 
 
 def test_dedup_debug_keeps_what_each_key_collapsed_onto(caplog: pytest.LogCaptureFixture) -> None:

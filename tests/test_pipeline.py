@@ -76,7 +76,7 @@ async def test_one_item_per_content_whatever_the_url(fresh_site: Site) -> None:
     assert stats["dedup/items/exact"] >= 2  # print view; blog post under two URLs
     assert stats["dedup/items/near"] >= 2  # city swap; SKU change
     assert stats["item_dropped_count"] == 5
-    assert stats["item_dropped_reasons_count/DropItem"] == 5
+    assert stats["item_dropped_reasons_count/DuplicateItem"] == 5
 
 
 @deferred_f_from_coro_f

@@ -1,0 +1,283 @@
+"""Dedup state in Redis, shared by every process of a crawl. No Scrapy import.
+
+Layout (``P`` = ``<prefix>:<namespace>``; fields and values are raw bytes or
+integers, never pickles, and nothing read back is evaluated):
+
+============================  =========================================  ==================
+key                           field -> value                             written with
+============================  =========================================  ==================
+``P:u:<top 16 bits, hex>``    low 48 bits of a URL key -> info (int)     HSETNX (Lua)
+``P:c:<first byte, hex>``     16-byte text digest -> first URL           HSETNX (Lua)
+``P:n:<method>:<byte, hex>``  64-bit band key -> 8-byte doc ids, joined  append (Lua)
+``P:d:<method>:<byte, hex>``  8-byte doc id -> fingerprint + URL         HSETNX
+``P:f:<byte, hex>``           64-bit canonical key -> fingerprints       append (Lua)
+============================  =========================================  ==================
+
+URL keys live in 65,536 small hashes, which Redis keeps as compact listpacks
+(until a hash passes ``hash-max-listpack-entries``, 128 by default: about 8M
+URLs per namespace), at about 16 bytes per URL. Every key name hashes to its
+own cluster slot (no ``{hash tag}``), so a namespace spreads over all nodes of
+a Redis Cluster, and every script touches one key.
+
+Atomicity: a URL key and a text digest are each set by one script on one key,
+so when several workers record the same one at once exactly one wins. A near
+duplicate lookup spans several bands (keys on several nodes): it is a read,
+then a write. Two near duplicates recorded at the same moment by two workers
+(within one round trip of each other) may therefore both be kept; an item is
+never dropped unless the document it names was kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from scrapy_dedup.near import doc_id
+from scrapy_dedup.stores import CompactMap, DedupStore, StoreError, redact
+
+if TYPE_CHECKING:
+    import redis
+
+    from scrapy_dedup.near import NearMethod
+
+__all__ = ["RedisStore"]
+
+logger = logging.getLogger(__name__)
+
+# Record a value for a new field and answer nil, or answer the first value.
+_SETNX_GET = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return false end
+return redis.call('HGET', KEYS[1], ARGV[1])
+"""
+# Append ARGV[2] to field ARGV[1] unless the value already holds ARGV[3] bytes.
+_APPEND = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return 1 end
+if #v + #ARGV[2] > tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], v .. ARGV[2])
+return 1
+"""
+_BAND_IDS = 64  # doc ids kept per band key: 512 bytes
+_FILED_BYTES = 32 * 600  # about 32 encoded 128-value MinHashes per canonical URL
+_LOW48 = (1 << 48) - 1
+
+
+class RedisStore(DedupStore):
+    """A :class:`DedupStore` in Redis or a Redis Cluster (``client``)."""
+
+    def __init__(
+        self, client: Any, namespace: str, *, prefix: str = "dedup", uri: str = ""
+    ) -> None:
+        import redis
+
+        self._redis = redis
+        self.client = client
+        self.uri = redact(uri) if uri else repr(client)
+        self.namespace = namespace
+        self.base = f"{prefix}:{namespace}"
+        # Keys known to be seen: a key's first value never changes, so a link
+        # repeated on every page costs one round trip per worker, not per page.
+        self._known = CompactMap()
+        try:
+            client.ping()
+            self._setnx_get = client.register_script(_SETNX_GET)
+            self._append = client.register_script(_APPEND)
+            # Loaded up front: pipelined EVALSHAs cannot load a script themselves.
+            self._append_sha = client.script_load(_APPEND)
+        except redis.RedisError as exc:
+            raise StoreError(f"cannot reach the dedup store at {self.uri}: {exc}") from exc
+
+    @classmethod
+    def from_uri(cls, uri: str, namespace: str, *, prefix: str = "dedup") -> RedisStore:
+        """A store for ``redis://``, ``rediss://``, ``unix://`` or
+        ``redis+cluster://`` (``rediss+cluster://``) URIs."""
+        import redis
+        from redis.cluster import RedisCluster
+
+        options = {"socket_connect_timeout": 5, "socket_timeout": 10, "health_check_interval": 30}
+        parts = urlsplit(uri)
+        try:
+            if parts.scheme.endswith("+cluster"):
+                plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
+                client: Any = RedisCluster.from_url(plain, **options)
+            else:
+                client = redis.Redis.from_url(uri, **options)
+        except redis.RedisError as exc:  # a cluster client connects at once
+            raise StoreError(f"cannot reach the dedup store at {redact(uri)}: {exc}") from exc
+        except ValueError as exc:
+            raise ValueError(f"DEDUP_STORE={redact(uri)!r}: {exc}") from exc
+        return cls(client, namespace, prefix=prefix, uri=uri)
+
+    def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except self._redis.RedisError as exc:
+            raise StoreError(f"dedup store {self.uri} failed to {what}: {exc}") from exc
+
+    # -- URL keys ----------------------------------------------------------
+
+    def _url_slot(self, key: int) -> tuple[str, bytes]:
+        return f"{self.base}:u:{key >> 48:04x}", (key & _LOW48).to_bytes(6, "little")
+
+    def add_url(self, key: int, info: int) -> int | None:
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        name, field = self._url_slot(key)
+        first = self._call("record a URL", self._setnx_get, keys=[name], args=[field, info])
+        value = info if first is None else int(first)
+        self._known.setdefault(key, value)
+        return None if first is None else value
+
+    def get_url(self, key: int) -> int | None:
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        name, field = self._url_slot(key)
+        value = self._call("read a URL", self.client.hget, name, field)
+        if value is None:
+            return None
+        self._known.setdefault(key, int(value))
+        return int(value)
+
+    def url_count(self) -> int:
+        """Every URL key of the namespace (scans 65,536 hashes: for tests and tools)."""
+        names = [f"{self.base}:u:{bucket:04x}" for bucket in range(1 << 16)]
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hlen(name)
+        return sum(self._call("count URLs", pipe.execute))
+
+    # -- content -----------------------------------------------------------
+
+    def _content_key(self, digest: bytes) -> str:
+        return f"{self.base}:c:{digest[0]:02x}"
+
+    def get_content(self, digest: bytes) -> str | None:
+        value = self._call(
+            "read a text digest", self.client.hget, self._content_key(digest), digest
+        )
+        return None if value is None else value.decode("utf-8", "surrogatepass")
+
+    def add_content(self, digest: bytes, url: str) -> str | None:
+        first = self._call(
+            "record a text digest",
+            self._setnx_get,
+            keys=[self._content_key(digest)],
+            args=[digest, url.encode("utf-8", "surrogatepass")],
+        )
+        return None if first is None else first.decode("utf-8", "surrogatepass")
+
+    def match_or_add_near(
+        self, method: NearMethod, fingerprint: Any, url: str
+    ) -> tuple[str, Any] | None:
+        encoded = method.encode(fingerprint)
+        bands = method.band_keys(fingerprint)
+        band_names = [f"{self.base}:n:{method.name}:{band >> 56:02x}" for band in bands]
+        fields = [band.to_bytes(8, "little") for band in bands]
+        pipe = self.client.pipeline(transaction=False)
+        for name, field in zip(band_names, fields, strict=True):
+            pipe.hget(name, field)
+        candidates: dict[bytes, None] = {}
+        for value in self._call("look up near duplicates", pipe.execute):
+            for i in range(0, len(value or b""), 8):
+                candidates[value[i : i + 8]] = None
+        mine = doc_id(encoded)
+        candidates.pop(mine, None)
+        best: tuple[float, Any, str] | None = None
+        if candidates:
+            pipe = self.client.pipeline(transaction=False)
+            for candidate in candidates:
+                pipe.hget(self._doc_key(method, candidate), candidate)
+            for value in self._call("read near-duplicate candidates", pipe.execute):
+                if value is None or len(value) < len(encoded):
+                    continue
+                try:
+                    other = method.decode(value[: len(encoded)])
+                except ValueError:
+                    continue
+                found = method.match(fingerprint, other)
+                if found is not None and (best is None or found[0] > best[0]):
+                    best = (found[0], found[1], value[len(encoded) :].decode("utf-8", "replace"))
+        if best is not None:
+            return best[2], best[1]
+        self._record_near(
+            method, mine, encoded + url.encode("utf-8", "surrogatepass"), band_names, fields
+        )
+        return None
+
+    def _record_near(
+        self, method: NearMethod, mine: bytes, record: bytes, names: list[str], fields: list[bytes]
+    ) -> None:
+        for attempt in (1, 2):
+            pipe = self.client.pipeline(transaction=False)
+            # The same text reached again keeps its first URL (HSETNX).
+            pipe.hsetnx(self._doc_key(method, mine), mine, record)
+            for name, field in zip(names, fields, strict=True):
+                pipe.evalsha(self._append_sha, 1, name, field, mine, _BAND_IDS * 8)
+            try:
+                pipe.execute()
+                return
+            except self._redis.exceptions.NoScriptError:
+                if attempt == 2:
+                    raise StoreError(f"dedup store {self.uri} keeps losing its scripts") from None
+                # A failover or SCRIPT FLUSH lost the script: load it again.
+                self._append_sha = self._call("load a script", self.client.script_load, _APPEND)
+            except self._redis.RedisError as exc:
+                raise StoreError(
+                    f"dedup store {self.uri} failed to record a fingerprint: {exc}"
+                ) from exc
+
+    def _doc_key(self, method: NearMethod, doc: bytes) -> str:
+        return f"{self.base}:d:{method.name}:{doc[0]:02x}"
+
+    # -- rel=canonical -----------------------------------------------------
+
+    def _filed_slot(self, key: int) -> tuple[str, bytes]:
+        return f"{self.base}:f:{key >> 56:02x}", key.to_bytes(8, "little")
+
+    def add_filed(self, key: int, data: bytes) -> bool:
+        name, field = self._filed_slot(key)
+        record = len(data).to_bytes(2, "little") + data
+        added = self._call(
+            "record a filed item", self._append, keys=[name], args=[field, record, _FILED_BYTES]
+        )
+        return bool(added)
+
+    def filed(self, key: int) -> list[bytes]:
+        name, field = self._filed_slot(key)
+        value = self._call("read filed items", self.client.hget, name, field) or b""
+        found, i = [], 0
+        while i + 2 <= len(value):
+            size = int.from_bytes(value[i : i + 2], "little")
+            found.append(value[i + 2 : i + 2 + size])
+            i += 2 + size
+        return found
+
+    # -- life cycle ----------------------------------------------------------
+
+    def clear(self) -> None:
+        """Delete every key of the namespace (on every node of a cluster)."""
+        self._known.clear()
+        try:
+            names = list(self.client.scan_iter(match=f"{self.base}:*", count=1000))
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.unlink(name)
+            pipe.execute()
+        except self._redis.RedisError as exc:
+            raise StoreError(f"dedup store {self.uri} failed to clear: {exc}") from exc
+
+    def close(self) -> None:
+        with contextlib.suppress(self._redis.RedisError):
+            self.client.close()
+
+
+def memory_usage(client: redis.Redis, pattern: str) -> int:
+    """Bytes Redis reports (``MEMORY USAGE``) for the keys matching ``pattern``."""
+    total = 0
+    for name in client.scan_iter(match=pattern, count=1000):
+        total += int(client.memory_usage(name, samples=0) or 0)
+    return total
