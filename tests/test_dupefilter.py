@@ -12,7 +12,6 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
 from scrapy_dedup import CanonicalDupeFilter
-from scrapy_dedup.stores import MemoryStore
 from tests.conftest import crawl
 from tests.site import Site, page, redirect, url_stage_routes
 

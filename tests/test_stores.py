@@ -1,0 +1,358 @@
+"""Every store behind the one interface: memory, SQLite, Redis and a Redis Cluster.
+
+The Redis stores run against real servers (see conftest: ``redis_url`` and
+``redis_cluster_url``); SQLite against a real file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from scrapy_dedup.near import MinHashMethod, NearMethod, SimhashMethod
+from scrapy_dedup.stores import (
+    PREVIOUS_RUN,
+    DedupStore,
+    MemoryStore,
+    SqliteStore,
+    StoreError,
+    open_store,
+)
+from tests.neardup_corpus import labelled_pairs
+
+StoreFactory = Callable[[], DedupStore]
+
+TEXT = (
+    "The quarterly report shows that revenue grew by twelve percent while costs stayed flat, "
+    "which the board attributes to the new distribution agreements signed in the spring and "
+    "to lower shipping prices across the northern region during the summer months"
+)
+EDITED = TEXT.replace("twelve", "eleven")
+OTHER = (
+    "Instructions for assembling the garden shed: lay the base on level ground, fix the four "
+    "corner posts with the supplied brackets, then attach the wall panels starting from the "
+    "back and finish with the roof sheets, overlapping each by at least ten centimetres"
+)
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "cluster"])
+def make_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[], DedupStore]]:
+    """A factory of stores sharing one namespace (several "workers")."""
+    namespace = f"test-{uuid.uuid4().hex[:10]}"
+    opened: list[DedupStore] = []
+    if request.param == "memory":
+        shared = MemoryStore()
+
+        def factory() -> DedupStore:
+            return shared
+    elif request.param == "sqlite":
+
+        def factory() -> DedupStore:
+            # One process per namespace: the "workers" share one store object.
+            if not opened:
+                opened.append(SqliteStore(tmp_path / "dedup.db", namespace))
+            return opened[0]
+    else:
+        url = request.getfixturevalue(
+            "redis_url" if request.param == "redis" else "redis_cluster_url"
+        )
+
+        def factory() -> DedupStore:
+            store = open_store(url, namespace, prefix="scrapy-dedup-test")
+            opened.append(store)
+            return store
+
+    yield factory
+    if opened:
+        opened[0].clear()
+    for store in opened:
+        store.close()
+
+
+def test_the_first_url_key_wins(make_store: StoreFactory) -> None:
+    store = make_store()
+    assert store.add_url(1, 10) is None
+    assert store.add_url(1, 11) == 10
+    assert store.get_url(1) == 10
+    assert store.get_url(2) is None
+    big = (1 << 64) - 1  # keys are unsigned 64-bit
+    assert store.add_url(big, 7) is None
+    assert store.add_url(big, 8) == 7
+    other = make_store()  # another worker sees the same state
+    assert other.add_url(1, 12) == 10
+    assert other.get_url(big) == 7
+
+
+def test_the_first_text_wins(make_store: StoreFactory) -> None:
+    store = make_store()
+    digest = bytes(range(16))
+    assert store.get_content(digest) is None
+    assert store.add_content(digest, "https://a.test/1") is None
+    assert make_store().add_content(digest, "https://a.test/2") == "https://a.test/1"
+    assert store.get_content(digest) == "https://a.test/1"
+
+
+@pytest.mark.parametrize("method", [MinHashMethod(), SimhashMethod(max_distance=3)])
+def test_near_duplicates_name_the_kept_url(make_store: StoreFactory, method: NearMethod) -> None:
+    pair = next(p for p in labelled_pairs(per_kind=20) if p.kind == "word_swap_0.5pct")
+    assert method.match(method.fingerprint(pair.a), method.fingerprint(pair.b)) is not None
+    store = make_store()
+    assert (
+        store.match_or_add_near(method, method.fingerprint(pair.a), "https://a.test/kept") is None
+    )
+    assert (
+        store.match_or_add_near(method, method.fingerprint(OTHER), "https://a.test/other") is None
+    )
+    found = make_store().match_or_add_near(
+        method, method.fingerprint(pair.b), "https://a.test/copy"
+    )
+    assert found is not None and found[0] == "https://a.test/kept"
+    # The very same text again is a near duplicate of the first, not a new document.
+    again = store.match_or_add_near(method, method.fingerprint(pair.a), "https://a.test/again")
+    assert again is not None and again[0] == "https://a.test/kept"
+
+
+def test_filed_fingerprints_are_kept_in_order_up_to_a_limit(make_store: StoreFactory) -> None:
+    store = make_store()
+    method = MinHashMethod()
+    blobs = [method.encode(method.fingerprint(f"{TEXT} {i}")) for i in range(40)]
+    added = [store.add_filed(99, blob) for blob in blobs]
+    assert added[:32] == [True] * 32 and not any(added[32:])
+    assert make_store().filed(99) == blobs[:32]
+    assert store.filed(98) == []
+
+
+def test_clear_forgets_the_namespace(make_store: StoreFactory) -> None:
+    store = make_store()
+    store.add_url(5, 1)
+    store.add_content(b"x" * 16, "https://a.test/")
+    store.clear()
+    assert store.get_url(5) is None
+    assert store.add_content(b"x" * 16, "https://a.test/b") is None
+
+
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
+def test_racing_workers_each_key_is_won_once(request: pytest.FixtureRequest, kind: str) -> None:
+    """Eight workers with their own connections record the same 400 URL keys
+    and texts at once: every key is new to exactly one of them."""
+    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    namespace = f"race-{uuid.uuid4().hex[:10]}"
+    stores = [open_store(url, namespace, prefix="scrapy-dedup-test") for _ in range(8)]
+    wins: list[list[int]] = [[] for _ in stores]
+    text_wins: list[list[int]] = [[] for _ in stores]
+    barrier = threading.Barrier(len(stores))
+
+    def work(n: int) -> None:
+        store = stores[n]
+        barrier.wait()
+        for key in range(400):
+            if store.add_url(key * 0x9E3779B97F4A7C15 % (1 << 64), n) is None:
+                wins[n].append(key)
+            if store.add_content(key.to_bytes(16, "little"), f"https://a.test/{n}") is None:
+                text_wins[n].append(key)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert sorted(k for won in wins for k in won) == list(range(400))
+        assert sorted(k for won in text_wins for k in won) == list(range(400))
+        assert sum(1 for won in wins if won) > 1  # they did race
+    finally:
+        stores[0].clear()
+        for store in stores:
+            store.close()
+
+
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
+def test_racing_near_duplicates_never_lose_the_text(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    """The near-duplicate lookup spans several bands (several cluster nodes), so
+    it is not atomic: near duplicates recorded at the same moment may all be
+    kept. What must hold: every group keeps at least one, and a dropped
+    document always names a kept one."""
+    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    namespace = f"near-race-{uuid.uuid4().hex[:10]}"
+    method = MinHashMethod()
+    pairs = [p for p in labelled_pairs(per_kind=20) if p.kind == "word_swap_0.5pct"]
+    assert len(pairs) == 20
+    workers = 4
+    stores = [open_store(url, namespace, prefix="scrapy-dedup-test") for _ in range(workers)]
+    kept: set[str] = set()
+    named: dict[str, str] = {}
+    lock = threading.Lock()
+    barrier = threading.Barrier(workers)
+
+    def work(n: int) -> None:
+        barrier.wait()
+        for g, pair in enumerate(pairs):
+            text = pair.a if n % 2 == 0 else pair.b  # each group: two texts, four workers
+            doc = f"https://a.test/{g}/{n}"
+            found = stores[n].match_or_add_near(method, method.fingerprint(text), doc)
+            with lock:
+                if found is None:
+                    kept.add(doc)
+                else:
+                    named[doc] = found[0]
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        for g in range(len(pairs)):
+            assert any(doc.startswith(f"https://a.test/{g}/") for doc in kept), g
+        assert set(named.values()) <= kept
+        assert len(kept) + len(named) == workers * len(pairs)
+        assert named  # most were still caught
+    finally:
+        stores[0].clear()
+        for store in stores:
+            store.close()
+
+
+# -- SQLite ------------------------------------------------------------------
+
+
+def test_sqlite_persists_kept_pages_and_texts_not_every_key(tmp_path: Path) -> None:
+    path = tmp_path / "dedup.db"
+    store = SqliteStore(path, "shop")
+    method = MinHashMethod()
+    store.add_url(1, 100)  # only seen: the next run fetches it again
+    store.keep_url(2, 200)  # its items were kept
+    with store.hold() as held:
+        store.add_content(b"k" * 16, "https://a.test/kept")
+        store.match_or_add_near(method, method.fingerprint(TEXT), "https://a.test/kept")
+        store.add_filed(7, b"sig")
+    store.release(held)
+    with store.hold() as lost:
+        store.add_content(b"l" * 16, "https://a.test/lost")  # its item never got out
+    store.discard(lost)
+    store.close()
+
+    again = SqliteStore(path, "shop")
+    assert again.get_url(1) is None
+    assert again.get_url(2) == 200 | PREVIOUS_RUN
+    assert again.get_content(b"k" * 16) == "https://a.test/kept"
+    assert again.get_content(b"l" * 16) is None
+    found = again.match_or_add_near(method, method.fingerprint(EDITED), "https://a.test/copy")
+    assert found is not None and found[0] == "https://a.test/kept"
+    assert again.filed(7) == [b"sig"]
+    again.close()
+    other = SqliteStore(path, "blog")  # namespaces share the file, not the state
+    assert other.get_url(2) is None and other.get_content(b"k" * 16) is None
+    other.close()
+
+
+def test_sqlite_commits_in_batches(tmp_path: Path) -> None:
+    path = tmp_path / "dedup.db"
+    store = SqliteStore(path, "ns", persist="seen", batch=100, interval=3600)
+    for key in range(250):
+        store.add_url(key, 1)
+    # A reader sees whole batches only: what a kill -9 now would leave.
+    with sqlite3.connect(path) as reader:
+        assert reader.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 200
+    reader.close()
+    store.close()
+    with sqlite3.connect(path) as reader:
+        assert reader.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 250
+    reader.close()
+
+
+def test_sqlite_one_process_per_namespace(tmp_path: Path) -> None:
+    path = tmp_path / "dedup.db"
+    first = SqliteStore(path, "shop")
+    # The lock is per process; a second open in this process is refused the
+    # same way only on another file descriptor's lock, so check through a child.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom scrapy_dedup.stores import SqliteStore, StoreError\n"
+        "try:\n    SqliteStore(sys.argv[1], sys.argv[2]).close()\n"
+        "except StoreError as e:\n    print('REFUSED', e)\nelse:\n    print('OPENED')\n"
+    )
+    busy = subprocess.run(
+        [sys.executable, "-c", code, str(path), "shop"], capture_output=True, text=True, check=True
+    )
+    free = subprocess.run(
+        [sys.executable, "-c", code, str(path), "blog"], capture_output=True, text=True, check=True
+    )
+    first.close()
+    assert busy.stdout.startswith("REFUSED") and "in use by another process" in busy.stdout
+    assert free.stdout.startswith("OPENED")
+
+
+def test_a_corrupt_sqlite_file_is_a_clear_error_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "dedup.db"
+    store = SqliteStore(path, "shop", persist="seen")
+    for key in range(5000):
+        store.add_url(key, 1)
+    store.close()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = b"\xff" * 4096  # a damaged page
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"dedup\.db") as info:
+        SqliteStore(path, "shop")
+    assert "nothing was changed" in str(info.value)
+    assert path.read_bytes() == bytes(data)
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match=r"garbage\.db"):
+        SqliteStore(garbage, "shop")
+    assert garbage.read_bytes() == b"this is not a database at all" * 100
+
+
+def test_a_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("INSERT INTO users (name) VALUES ('ada')")
+    db.close()
+    with pytest.raises(StoreError, match=r"something else .*users"):
+        open_store(f"sqlite:///{path}", "shop")
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT name FROM users").fetchall() == [("ada",)]
+        assert db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 1
+    db.close()
+
+
+def test_store_uris(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert type(open_store("memory", "x")) is MemoryStore
+    jobdir = open_store("memory", "x", jobdir=str(tmp_path / "job"))
+    assert isinstance(jobdir, SqliteStore) and not jobdir.persists_kept
+    jobdir.close()
+    monkeypatch.chdir(tmp_path)
+    relative = open_store("sqlite:///data/dedup.db", "x")
+    assert isinstance(relative, SqliteStore) and relative.persists_kept
+    relative.close()
+    assert (tmp_path / "data" / "dedup.db").exists()
+    absolute = open_store(f"sqlite:///{tmp_path}/abs.db", "x")  # sqlite:////tmp/...
+    absolute.close()
+    assert (tmp_path / "abs.db").exists()
+    for bad in ("sqlite://", "postgres://db/x", "mem"):
+        with pytest.raises(ValueError, match="DEDUP_STORE"):
+            open_store(bad, "x")
+
+
+def test_unreachable_redis_names_the_uri_without_its_password() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreError, match=f"127.0.0.1:{port}") as info:
+        open_store(f"redis://:hunter2@127.0.0.1:{port}/0", "x")
+    assert "hunter2" not in str(info.value)
