@@ -21,7 +21,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 
 from scrapy_dedup import defaults
-from scrapy_dedup.stores import DedupStore, StoreError, open_store
+from scrapy_dedup.stores import DedupStore, MemoryStore, StoreError, open_store
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -36,11 +36,15 @@ _RETRY_AFTER = 5.0  # seconds a failed store is bypassed before it is tried agai
 
 
 class GuardedStore(DedupStore):
-    """A store whose failures do not lose data: a failed call answers "new"
-    (nothing filtered, nothing dropped), is counted in ``dedup/store/errors``
-    and logged; then, by ``on_error``, the crawl goes on without dedup
+    """A store whose failures do not lose data.
+
+    A failed call is counted in ``dedup/store/errors``, logged, and answered
+    by a process-local memory store instead, as plain Scrapy would answer:
+    the crawl still ends (a site's links loop back), but loses the shared
+    state (other workers, earlier runs). By ``on_error`` the crawl goes on
     ("continue": the store is tried again every few seconds) or is stopped
-    cleanly ("stop")."""
+    cleanly ("stop").
+    """
 
     def __init__(self, store: DedupStore, crawler: Crawler, uri: str, on_error: str) -> None:
         self.store = store
@@ -52,20 +56,34 @@ class GuardedStore(DedupStore):
         self._failures = 0
         self._last_logged = 0.0
         self._closing: Any = None
+        self._local = MemoryStore()
 
-    def _guard(self, fallback: Any, method: str, *args: Any) -> Any:
-        if self._down_until and time.monotonic() < self._down_until:
+    def _guard(self, method: str, *args: Any) -> Any:
+        if self._down_until and not self._recovered():
             self.crawler.stats.inc_value("dedup/store/bypassed")
-            return fallback
+            return getattr(self._local, method)(*args)
         try:
-            result = getattr(self.store, method)(*args)
+            return getattr(self.store, method)(*args)
         except StoreError as exc:
             self._failed(exc)
-            return fallback
-        if self._down_until:
-            self._down_until = 0.0
-            logger.warning("Dedup store %s answers again: deduplicating again", self.uri)
-        return result
+            return getattr(self._local, method)(*args)
+
+    def _recovered(self) -> bool:
+        """Whether a store that failed answers again (asked every few seconds)."""
+        if self.on_error == "stop" or time.monotonic() < self._down_until:
+            return False
+        try:
+            self.store.ping()
+        except StoreError:
+            self._down_until = time.monotonic() + _RETRY_AFTER
+            return False
+        self._down_until = 0.0
+        logger.warning(
+            "Dedup store %s answers again: deduplicating again (what was seen while it "
+            "was down is not in it)",
+            self.uri,
+        )
+        return True
 
     def _failed(self, exc: StoreError) -> None:
         self._failures += 1
@@ -85,41 +103,42 @@ class GuardedStore(DedupStore):
         if self._failures == 1 or now - self._last_logged >= 60:
             self._last_logged = now
             logger.error(
-                "%s; crawling on WITHOUT deduplication (%d store errors so far, see "
-                "dedup/store/errors): duplicates are fetched and kept until it answers "
-                "again. Set DEDUP_STORE_ON_ERROR='stop' to stop the crawl instead.",
+                "%s; crawling on WITHOUT the shared dedup state (%d store errors so far, "
+                "see dedup/store/errors): this process dedups on its own until the store "
+                "answers again, so pages and texts seen elsewhere or earlier are fetched "
+                "and kept again. Set DEDUP_STORE_ON_ERROR='stop' to stop the crawl instead.",
                 exc,
                 self._failures,
             )
 
     def add_url(self, key: int, info: int) -> int | None:
-        return self._guard(None, "add_url", key, info)
+        return self._guard("add_url", key, info)
 
     def get_url(self, key: int) -> int | None:
-        return self._guard(None, "get_url", key)
+        return self._guard("get_url", key)
 
     def keep_url(self, key: int, info: int) -> None:
-        self._guard(None, "keep_url", key, info)
+        self._guard("keep_url", key, info)
 
     def url_count(self) -> int:
         return self.store.url_count()
 
     def get_content(self, digest: bytes) -> str | None:
-        return self._guard(None, "get_content", digest)
+        return self._guard("get_content", digest)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
-        return self._guard(None, "add_content", digest, url)
+        return self._guard("add_content", digest, url)
 
     def match_or_add_near(
         self, method: NearMethod, fingerprint: Any, url: str
     ) -> tuple[str, Any] | None:
-        return self._guard(None, "match_or_add_near", method, fingerprint, url)
+        return self._guard("match_or_add_near", method, fingerprint, url)
 
     def add_filed(self, key: int, data: bytes) -> bool:
-        return bool(self._guard(False, "add_filed", key, data))
+        return bool(self._guard("add_filed", key, data))
 
     def filed(self, key: int) -> list[bytes]:
-        return self._guard([], "filed", key)
+        return self._guard("filed", key)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[Any]:
@@ -127,7 +146,7 @@ class GuardedStore(DedupStore):
             yield token
 
     def release(self, token: Any) -> None:
-        self._guard(None, "release", token)
+        self._guard("release", token)
 
     def discard(self, token: Any) -> None:
         self.store.discard(token)
@@ -136,7 +155,7 @@ class GuardedStore(DedupStore):
         self.store.clear()
 
     def flush(self) -> None:
-        self._guard(None, "flush")
+        self._guard("flush")
 
     def close(self) -> None:
         try:

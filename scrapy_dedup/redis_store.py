@@ -8,7 +8,7 @@ key                           field -> value                             written
 ============================  =========================================  ==================
 ``P:u:<top 16 bits, hex>``    low 48 bits of a URL key -> info (int)     HSETNX (Lua)
 ``P:c:<first byte, hex>``     16-byte text digest -> first URL           HSETNX (Lua)
-``P:n:<method>:<byte, hex>``  64-bit band key -> 8-byte doc ids, joined  append (Lua)
+``P:n:<method>:<byte, hex>``  band key + slot (0-7) -> 8-byte doc id       HSETNX
 ``P:d:<method>:<byte, hex>``  8-byte doc id -> fingerprint + URL         HSETNX
 ``P:f:<byte, hex>``           64-bit canonical key -> fingerprints       append (Lua)
 ============================  =========================================  ==================
@@ -59,8 +59,10 @@ if #v + #ARGV[2] > tonumber(ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], v .. ARGV[2])
 return 1
 """
-_BAND_IDS = 64  # doc ids kept per band key: 512 bytes
-_FILED_BYTES = 32 * 600  # about 32 encoded 128-value MinHashes per canonical URL
+# Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
+# cluster pipeline cannot run scripts, and these need none).
+_SLOTS = [bytes([slot]) for slot in range(8)]
+_FILED = 32  # fingerprints kept per canonical URL
 _LOW48 = (1 << 48) - 1
 
 
@@ -84,19 +86,28 @@ class RedisStore(DedupStore):
             client.ping()
             self._setnx_get = client.register_script(_SETNX_GET)
             self._append = client.register_script(_APPEND)
-            # Loaded up front: pipelined EVALSHAs cannot load a script themselves.
-            self._append_sha = client.script_load(_APPEND)
         except redis.RedisError as exc:
-            raise StoreError(f"cannot reach the dedup store at {self.uri}: {exc}") from exc
+            # Our message says it all: no chained redis-py traceback in the log.
+            raise StoreError(f"cannot reach the dedup store at {self.uri}: {exc}") from None
 
     @classmethod
     def from_uri(cls, uri: str, namespace: str, *, prefix: str = "dedup") -> RedisStore:
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
         ``redis+cluster://`` (``rediss+cluster://``) URIs."""
         import redis
+        from redis.backoff import ExponentialBackoff
         from redis.cluster import RedisCluster
+        from redis.retry import Retry
 
-        options = {"socket_connect_timeout": 5, "socket_timeout": 10, "health_check_interval": 30}
+        # redis-py's default retries back off for seconds, blocking Scrapy's
+        # reactor; one quick retry covers a dropped idle connection, and a
+        # server that is gone is reported at once (DEDUP_STORE_ON_ERROR).
+        options = {
+            "socket_connect_timeout": 5,
+            "socket_timeout": 10,
+            "health_check_interval": 30,
+            "retry": Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+        }
         parts = urlsplit(uri)
         try:
             if parts.scheme.endswith("+cluster"):
@@ -105,10 +116,13 @@ class RedisStore(DedupStore):
             else:
                 client = redis.Redis.from_url(uri, **options)
         except redis.RedisError as exc:  # a cluster client connects at once
-            raise StoreError(f"cannot reach the dedup store at {redact(uri)}: {exc}") from exc
+            raise StoreError(f"cannot reach the dedup store at {redact(uri)}: {exc}") from None
         except ValueError as exc:
             raise ValueError(f"DEDUP_STORE={redact(uri)!r}: {exc}") from exc
         return cls(client, namespace, prefix=prefix, uri=uri)
+
+    def ping(self) -> None:
+        self._call("answer", self.client.ping)
 
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -179,13 +193,17 @@ class RedisStore(DedupStore):
         fields = [band.to_bytes(8, "little") for band in bands]
         pipe = self.client.pipeline(transaction=False)
         for name, field in zip(band_names, fields, strict=True):
-            pipe.hget(name, field)
+            pipe.hmget(name, [field + slot for slot in _SLOTS])
         candidates: dict[bytes, None] = {}
-        for value in self._call("look up near duplicates", pipe.execute):
-            for i in range(0, len(value or b""), 8):
-                candidates[value[i : i + 8]] = None
-        mine = doc_id(encoded)
-        candidates.pop(mine, None)
+        free: list[bytes | None] = []  # per band: the first free slot's field
+        answers = self._call("look up near duplicates", pipe.execute)
+        for field, values in zip(fields, answers, strict=True):
+            free.append(
+                next((field + s for s, v in zip(_SLOTS, values, strict=True) if v is None), None)
+            )
+            for value in values:
+                if value is not None:
+                    candidates[value] = None
         best: tuple[float, Any, str] | None = None
         if candidates:
             pipe = self.client.pipeline(transaction=False)
@@ -203,32 +221,17 @@ class RedisStore(DedupStore):
                     best = (found[0], found[1], value[len(encoded) :].decode("utf-8", "replace"))
         if best is not None:
             return best[2], best[1]
-        self._record_near(
-            method, mine, encoded + url.encode("utf-8", "surrogatepass"), band_names, fields
+        mine = doc_id(encoded)
+        pipe = self.client.pipeline(transaction=False)
+        # The same text reached again keeps its first URL (HSETNX).
+        pipe.hsetnx(
+            self._doc_key(method, mine), mine, encoded + url.encode("utf-8", "surrogatepass")
         )
+        for name, slot in zip(band_names, free, strict=True):
+            if slot is not None:  # else the band key is shared by _SLOTS documents already
+                pipe.hsetnx(name, slot, mine)
+        self._call("record a near-duplicate fingerprint", pipe.execute)
         return None
-
-    def _record_near(
-        self, method: NearMethod, mine: bytes, record: bytes, names: list[str], fields: list[bytes]
-    ) -> None:
-        for attempt in (1, 2):
-            pipe = self.client.pipeline(transaction=False)
-            # The same text reached again keeps its first URL (HSETNX).
-            pipe.hsetnx(self._doc_key(method, mine), mine, record)
-            for name, field in zip(names, fields, strict=True):
-                pipe.evalsha(self._append_sha, 1, name, field, mine, _BAND_IDS * 8)
-            try:
-                pipe.execute()
-                return
-            except self._redis.exceptions.NoScriptError:
-                if attempt == 2:
-                    raise StoreError(f"dedup store {self.uri} keeps losing its scripts") from None
-                # A failover or SCRIPT FLUSH lost the script: load it again.
-                self._append_sha = self._call("load a script", self.client.script_load, _APPEND)
-            except self._redis.RedisError as exc:
-                raise StoreError(
-                    f"dedup store {self.uri} failed to record a fingerprint: {exc}"
-                ) from exc
 
     def _doc_key(self, method: NearMethod, doc: bytes) -> str:
         return f"{self.base}:d:{method.name}:{doc[0]:02x}"
@@ -242,7 +245,10 @@ class RedisStore(DedupStore):
         name, field = self._filed_slot(key)
         record = len(data).to_bytes(2, "little") + data
         added = self._call(
-            "record a filed item", self._append, keys=[name], args=[field, record, _FILED_BYTES]
+            "record a filed item",
+            self._append,
+            keys=[name],
+            args=[field, record, _FILED * len(record)],
         )
         return bool(added)
 

@@ -207,6 +207,9 @@ class DedupStore:
         """Forget everything this store holds for its namespace."""
         raise NotImplementedError
 
+    def ping(self) -> None:
+        """Raise :class:`StoreError` unless the store answers."""
+
     def flush(self) -> None:
         """Make what was recorded durable (where the store persists at all)."""
 

@@ -393,3 +393,46 @@ def canonical_routes() -> dict[str, Route]:
             "Gone", "Deleted.", head=canonical("/products/gone"), status=404
         ),
     }
+
+
+def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, str]]:
+    """A news site of hub pages and articles for the store tests: 5 list pages,
+    each linking (with tracking parameters, the next list page) to 8 articles.
+    Some articles repeat another's text word for word or with one word changed.
+
+    Returns the routes and, for every article path, the name of its real
+    content ("doc<i>"): one item per name is what a correct crawl keeps.
+    """
+    import time
+
+    from tests.neardup_corpus import documents
+
+    texts = documents(min_words=120, max_words=300, seed=7)
+    routes: dict[str, Route] = {}
+    content: dict[str, str] = {}
+    doc = 0
+    for n in range(1, 6):
+        links = []
+        for m in range(1, 9):
+            path = f"/article/{n}-{m}"
+            links.append(f"{path}?utm_source=list{n}" if m % 3 == 0 else path)
+            if m == 8 and n > 1:  # the same text as the first article of the previous list
+                body, name = texts[0], "doc0"
+            elif m == 7 and n > 1:  # one word changed from list 1's second article
+                body, name = texts[1].replace(" the ", " a ", 1), "doc1"
+            else:
+                body, name = texts[doc], f"doc{doc}"
+                doc += 1
+            content[path] = name
+            routes[path] = lambda q, body=body, name=name: (
+                time.sleep(delay),
+                article(f"Story {name}", body, "/", "/list/1"),
+            )[1]
+        if n < 5:
+            links.append(f"/list/{n + 1}?ref=next")
+        routes[f"/list/{n}"] = lambda q, n=n, links=tuple(links): (
+            time.sleep(delay),
+            page(f"List {n}", *links),
+        )[1]
+    routes["/"] = lambda q: page("News", "/list/1", "/list/1?utm_medium=home")
+    return routes, content

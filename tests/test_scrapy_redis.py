@@ -14,9 +14,10 @@ from tests.test_crawl_url_stage import EXPECTED
 # collector, which Scrapy 2.19 deprecates; that is its code, not ours.
 @pytest.mark.filterwarnings("ignore::scrapy.exceptions.ScrapyDeprecationWarning")
 @pytest.mark.parametrize("persist", [True, False])  # False: the scheduler flushes via clear()
+@pytest.mark.parametrize("store", ["memory", "redis"])
 @deferred_f_from_coro_f
 async def test_scrapy_redis_scheduler_with_canonical_dupefilter(
-    fresh_site: Site, redis_url: str, redis_prefix: str, persist: bool
+    fresh_site: Site, redis_url: str, redis_prefix: str, persist: bool, store: str
 ) -> None:
     fresh_site.routes.update(url_stage_routes())
     settings = {
@@ -27,6 +28,9 @@ async def test_scrapy_redis_scheduler_with_canonical_dupefilter(
         "SCHEDULER_PERSIST": persist,
         "SCHEDULER_FLUSH_ON_START": not persist,
         "SCHEDULER_IDLE_BEFORE_CLOSE": 0,
+        # The shared queue with shared dedup state, as several workers would run.
+        "DEDUP_STORE": redis_url if store == "redis" else "memory",
+        "DEDUP_REDIS_PREFIX": redis_prefix,
     }
     result = await crawl(settings=settings, start=[fresh_site.url("/")])
 

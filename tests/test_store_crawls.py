@@ -1,0 +1,354 @@
+"""Real crawls on each store: incremental recrawls and kill -9 with SQLite, a
+Redis server lost mid-crawl, three processes sharing one Redis namespace, and
+a Redis Cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from scrapy import signals
+from scrapy.utils.defer import deferred_f_from_coro_f
+
+from scrapy_dedup.canonical import canonicalize_url
+from scrapy_dedup.dupefilter import url_key
+from tests.conftest import crawl
+from tests.crawl_worker import NewsSpider
+from tests.redis_servers import free_port, redis_binaries
+from tests.site import Reply, Site, article, store_stage_routes
+
+ROOT = Path(__file__).resolve().parent.parent
+ADDON = {"ADDONS": {"scrapy_dedup.DedupAddon": 100}}
+OTHER_TEXT = " ".join(
+    f"Paragraph {i} of the annual report on coastal erosion describes sand loss at "
+    f"beach {i * 7} and the dunes planted there"
+    for i in range(12)
+)
+
+
+def _path(url: str) -> str:
+    return urlsplit(url).path
+
+
+def _names(items: list[dict[str, Any]], content: dict[str, str]) -> list[str]:
+    return [content[_path(item["url"])] for item in items]
+
+
+@pytest.fixture
+def news(fresh_site: Site) -> Iterator[tuple[Site, dict[str, str]]]:
+    routes, content = store_stage_routes()
+    fresh_site.routes.update(routes)
+    yield fresh_site, content
+
+
+# -- SQLite: incremental recrawls ---------------------------------------------
+
+
+@deferred_f_from_coro_f
+async def test_sqlite_second_run_skips_what_the_first_kept(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    site, content = news
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
+    first = await crawl(NewsSpider, settings, start=site.url("/"))
+    fetched = site.fetched()
+    assert len(fetched) == len({p.split("?")[0] for p in fetched})  # each page once
+    names = _names(first.items, content)
+    assert sorted(names) == sorted(set(content.values()))  # one item per real content
+
+    # Next run: a new article appears on list 5; everything else is known.
+    site.reset()
+    content["/article/new"] = "fresh"
+    site.routes["/article/new"] = lambda q: article("Fresh", OTHER_TEXT)
+    old_list = site.routes["/list/5"]
+
+    def list_5(q: str) -> Reply:
+        reply = old_list(q)
+        new_link = '<li><a href="/article/new">new</a></li></ul>'
+        return replace(reply, body=reply.body.replace("</ul>", new_link))
+
+    site.routes["/list/5"] = list_5
+    second = await crawl(NewsSpider, settings, start=site.url("/"))
+    again = site.fetched()
+    assert not [p for p in again if p.startswith("/article/") and p != "/article/new"]
+    assert "/article/new" in again
+    assert [p.split("?")[0] for p in again if p.startswith("/list/")] == [
+        f"/list/{n}" for n in range(1, 6)
+    ]  # pages that gave no item are fetched again: that is how new links are found
+    assert _names(second.items, content) == ["fresh"]
+    assert second.stats["dedup/url/filtered/previous_run"] >= 40
+
+
+# -- SQLite: kill -9 and resume ------------------------------------------------
+
+
+def _worker(
+    settings: dict[str, Any], start: str, items: Path, **popen: Any
+) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.crawl_worker", json.dumps(settings), start, str(items)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
+
+
+def _recorded_keys(db: Path) -> set[int]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT key FROM urls").fetchall()
+    conn.close()
+    return {key & ((1 << 64) - 1) for (key,) in rows}
+
+
+def _key(path: str) -> int:
+    return url_key("GET", canonicalize_url(f"http://127.0.0.1:1{path}"))
+
+
+@pytest.mark.parametrize("kill_after", [4, 14, 30])
+def test_sqlite_survives_kill_9_nothing_fetched_twice_nothing_lost(
+    fresh_site: Site, tmp_path: Path, kill_after: int
+) -> None:
+    routes, content = store_stage_routes(delay=0.04)
+    fresh_site.routes.update(routes)
+    db = tmp_path / "dedup.db"
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{db}", "CONCURRENT_REQUESTS": 2}
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+
+    proc = _worker(settings, start, items)
+    deadline = time.monotonic() + 60
+    while len(fresh_site.fetched()) < kill_after and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    first = fresh_site.fetched()
+    recorded = _recorded_keys(db)  # what the killed run left on disk
+
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, log
+    second = fresh_site.fetched()
+
+    # Nothing recorded by the killed run is fetched again (ports aside, the
+    # key is the dupefilter's: same canonical URL, same method).
+    port = f":{fresh_site.port}"
+    again = [p for p in second if _key(p) in recorded or _key(p.replace(port, "")) in recorded]
+    assert again == [], log
+    # Nothing lost: every real content is kept by one run or the other.
+    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    assert set(_names(kept, content)) == set(content.values())
+    # Between them the two runs fetched every page.
+    assert {p.split("?")[0] for p in first + second} == set(routes)
+
+
+# -- Memory + JOBDIR ----------------------------------------------------------
+
+
+@deferred_f_from_coro_f
+async def test_jobdir_keeps_texts_across_pause_and_resume(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    site, content = news
+    settings = {
+        **ADDON,
+        "JOBDIR": str(tmp_path / "job"),
+        "CONCURRENT_REQUESTS": 1,
+        "CLOSESPIDER_ITEMCOUNT": 12,
+    }
+    first = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert first.stats["finish_reason"] == "closespider_itemcount"
+    fetched = site.fetched()
+    site.reset()
+    second = await crawl(NewsSpider, {**settings, "CLOSESPIDER_ITEMCOUNT": 0}, start=site.url("/"))
+    assert second.stats["finish_reason"] == "finished"
+    fetched += site.fetched()
+    pages = [p.split("?")[0] for p in fetched]
+    assert [p for p, n in Counter(pages).items() if n > 1] in ([], ["/"])
+    names = _names(first.items + second.items, content)
+    assert sorted(names) == sorted(set(content.values()))  # no text kept twice across runs
+
+
+# -- Redis lost mid-crawl -----------------------------------------------------
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A redis-server of this test's own, which the test may kill."""
+    server, _ = redis_binaries()
+    port = free_port()
+    proc = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+    client.close()
+    yield url, proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("on_error", ["continue", "stop"])
+@deferred_f_from_coro_f
+async def test_redis_lost_mid_crawl_loses_no_item(
+    fresh_site: Site,
+    own_redis: tuple[str, subprocess.Popen[bytes]],
+    on_error: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    routes, content = store_stage_routes(delay=0.02)
+    fresh_site.routes.update(routes)
+    url, server = own_redis
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": url,
+        "DEDUP_STORE_ON_ERROR": on_error,
+        "CONCURRENT_REQUESTS": 2,
+    }
+    dropped: list[str] = []
+
+    def kill_server(response: Any, request: Any, spider: Any) -> None:
+        if len(fresh_site.fetched()) == 12:
+            server.kill()
+            server.wait()
+
+    def on_drop(item: Any, response: Any, exception: BaseException) -> None:
+        dropped.append(item["url"])
+
+    async def run() -> Any:
+        from scrapy.crawler import AsyncCrawlerRunner
+
+        from tests.conftest import BASE_SETTINGS
+
+        runner = AsyncCrawlerRunner({**BASE_SETTINGS, **settings})
+        crawler = runner.create_crawler(NewsSpider)
+        items: list[dict[str, Any]] = []
+        crawler.signals.connect(kill_server, signal=signals.response_received)
+        crawler.signals.connect(
+            lambda item: items.append(dict(item)), signal=signals.item_scraped, weak=False
+        )
+        crawler.signals.connect(on_drop, signal=signals.item_dropped)
+        await crawler.crawl_async(start=fresh_site.url("/"))
+        return crawler.stats.get_stats(), items
+
+    stats, items = await run()
+    assert stats["dedup/store/errors"] >= 1
+    assert "redis://127.0.0.1" in caplog.text
+    if on_error == "continue":
+        assert stats["finish_reason"] == "finished"
+        assert "WITHOUT the shared dedup state" in caplog.text
+        # Every page was still crawled, and every text is in the output.
+        assert {p.split("?")[0] for p in fresh_site.fetched()} == set(routes)
+        assert set(_names(items, content)) == set(content.values())
+    else:
+        assert stats["finish_reason"] == "dedup_store_error"
+        assert "stopping the crawl" in caplog.text
+    # Only items dropped while the store still answered: their text was kept.
+    kept_names = set(_names(items, content))
+    assert set(_names([{"url": u} for u in dropped], content)) <= kept_names
+
+
+# -- Three processes, one Redis namespace --------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::scrapy.exceptions.ScrapyDeprecationWarning")
+def test_three_workers_share_one_redis_namespace(
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    routes, content = store_stage_routes(delay=0.1)
+    fresh_site.routes.update(routes)
+    namespace = f"news-{uuid.uuid4().hex[:8]}"
+    settings = {
+        **ADDON,
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "REDIS_URL": redis_url,
+        "SCHEDULER_QUEUE_KEY": f"{redis_prefix}:%(spider)s:requests",
+        "SCHEDULER_PERSIST": False,
+        "SCHEDULER_IDLE_BEFORE_CLOSE": 0,
+        "DEDUP_STORE": redis_url,
+        "DEDUP_NAMESPACE": namespace,
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "CONCURRENT_REQUESTS": 2,
+        "WORKER_MIN_SECONDS": 4,  # stay up while the others still add work
+    }
+    # Every worker starts from the same URLs: each is fetched once between them.
+    start = ",".join(
+        fresh_site.url(path, host="127.0.0.1")
+        for path in ["/", *(f"/list/{n}" for n in range(1, 6))]
+    )
+    files = [tmp_path / f"items-{n}.jsonl" for n in range(3)]
+    procs = [_worker(settings, start, f) for f in files]
+    logs = [proc.communicate(timeout=120)[0] for proc in procs]
+    for proc, log in zip(procs, logs, strict=True):
+        assert proc.returncode == 0, log
+
+    fetched = fresh_site.fetched()
+    assert [p for p, n in Counter(fetched).items() if n > 1] == []  # no URL fetched twice
+    assert {p.split("?")[0] for p in fetched} == set(routes)  # nothing missing
+    per_worker = [[json.loads(line) for line in f.read_text().splitlines()] for f in files]
+    names = _names([item for items in per_worker for item in items], content)
+    assert sorted(names) == sorted(set(content.values()))  # exactly one item per content
+    assert sum(1 for items in per_worker if items) >= 2  # the work was shared
+
+
+# -- Redis Cluster -----------------------------------------------------------
+
+
+@deferred_f_from_coro_f
+async def test_a_crawl_on_a_redis_cluster_spreads_its_state(
+    news: tuple[Site, dict[str, str]], redis_cluster_url: str
+) -> None:
+    site, content = news
+    namespace = f"news-{uuid.uuid4().hex[:8]}"
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": redis_cluster_url,
+        "DEDUP_NAMESPACE": namespace,
+        "DEDUP_REDIS_PREFIX": "scrapy-dedup-test",
+    }
+    result = await crawl(NewsSpider, settings, start=site.url("/"))
+    fetched = [p.split("?")[0] for p in site.fetched()]
+    assert sorted(fetched) == sorted(set(fetched))
+    assert sorted(_names(result.items, content)) == sorted(set(content.values()))
+    cluster = redis.RedisCluster.from_url(redis_cluster_url.replace("redis+cluster", "redis"))
+    try:
+        per_node = []
+        for node in cluster.get_primaries():
+            client = redis.Redis(host=node.host, port=node.port)
+            per_node.append(len(list(client.scan_iter(f"scrapy-dedup-test:{namespace}:*"))))
+            client.close()
+        assert len(per_node) == 3 and all(n > 0 for n in per_node), per_node
+        for name in cluster.scan_iter(f"scrapy-dedup-test:{namespace}:*"):
+            cluster.delete(name)
+    finally:
+        cluster.close()
