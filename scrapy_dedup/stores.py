@@ -628,9 +628,14 @@ def open_store(
             )
         return SqliteStore(path, namespace, persist="kept", **options)
     if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
-        from scrapy_dedup.redis_store import RedisStore
+        try:
+            from scrapy_dedup.redis_store import RedisStore
 
-        return RedisStore.from_uri(uri, namespace, prefix=prefix)
+            return RedisStore.from_uri(uri, namespace, prefix=prefix)
+        except ImportError as exc:
+            raise StoreError(
+                f"DEDUP_STORE={redact(uri)!r} needs redis-py: pip install 'scrapy-dedup[redis]'"
+            ) from exc
     raise ValueError(
         f"DEDUP_STORE={uri!r} is not a store URI: use 'memory', 'sqlite:///path.db', "
         "'redis://host:port/db' or 'redis+cluster://host:port'"

@@ -352,3 +352,75 @@ async def test_a_crawl_on_a_redis_cluster_spreads_its_state(
             cluster.delete(name)
     finally:
         cluster.close()
+
+
+# -- Settings: namespace, reset, a store that cannot be opened ---------------
+
+
+def test_namespace_defaults_to_the_spider_and_reset_forgets_it(tmp_path: Path) -> None:
+    from scrapy import Request, Spider
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_dedup import CanonicalDupeFilter
+
+    store = f"sqlite:///{tmp_path}/dedup.db"
+
+    def open_filter(spider: str, **settings: Any) -> CanonicalDupeFilter:
+        crawler = get_crawler(
+            type(spider, (Spider,), {"name": spider}), {"DEDUP_STORE": store, **settings}
+        )
+        crawler.spider = crawler._create_spider()
+        return build_from_crawler(CanonicalDupeFilter, crawler)
+
+    df = open_filter("shop")
+    df.request_seen(Request("https://a.test/p", meta={}))
+    df.store.keep_url(*df.request_key(Request("https://a.test/p"))[::2])  # as if it gave an item
+    df.close("finished")
+    with sqlite3.connect(tmp_path / "dedup.db") as db:
+        assert db.execute("SELECT name FROM namespaces").fetchall() == [("shop",)]
+    db.close()
+
+    df = open_filter("shop")
+    assert df.request_seen(Request("https://a.test/p"))  # recorded by the first run
+    df.close("finished")
+    df = open_filter("blog")
+    assert not df.request_seen(Request("https://a.test/p"))  # another spider, another namespace
+    df.close("finished")
+    df = open_filter("blog", DEDUP_NAMESPACE="shop")
+    assert df.request_seen(Request("https://a.test/p"))
+    df.close("finished")
+    df = open_filter("shop", DEDUP_RESET=True)
+    assert not df.request_seen(Request("https://a.test/p"))  # forgotten
+    df.close("finished")
+
+
+def test_an_unreachable_redis_stops_scrapy_crawl_with_one_clear_error() -> None:
+    port = free_port()
+    env = {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("SCRAPY_")
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            "site",
+            "-s",
+            f"DEDUP_STORE=redis://:secret@127.0.0.1:{port}/0",
+            "-a",
+            "url=http://127.0.0.1:1/",
+        ],
+        cwd=ROOT / "example_project",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "] ERROR: " in line]
+    assert len(errors) >= 1 and "Cannot open the dedup store" in errors[0], result.stderr
+    assert f"redis://:***@127.0.0.1:{port}/0" in errors[0]
+    assert "secret" not in result.stderr
+    assert "Crawled (" not in result.stderr  # nothing was fetched
