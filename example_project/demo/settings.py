@@ -38,3 +38,12 @@ DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 580}
 
 # Instead of the lines above, one line turns every stage on:
 # ADDONS = {"scrapy_dedup.DedupAddon": 0}
+
+# Where the dedup state lives. "memory" (the default) forgets it at the end of the
+# crawl. An SQLite file makes the next run skip pages that already gave items and
+# drop texts already kept: try ./scripts/demo.sh -s DEDUP_STORE=sqlite:///demo-dedup.db
+# twice (the bundled site gets a new port each run, so there only the texts repeat;
+# with -a url=https://a-real-site/ the pages are skipped too). Redis shares the
+# state between workers. Start a namespace over with -s DEDUP_RESET=1.
+# DEDUP_STORE = "sqlite:///demo-dedup.db"
+# DEDUP_STORE = "redis://localhost:6379/0"
