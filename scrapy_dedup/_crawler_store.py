@@ -57,6 +57,10 @@ class GuardedStore(DedupStore):
         self._last_logged = 0.0
         self._closing: Any = None
         self._local = MemoryStore()
+        if hasattr(store, "on_write_error"):
+            # SQLite answers from memory: a failed write (disk full) loses no
+            # answer, so it is counted and retried, not bypassed.
+            store.on_write_error = self._write_failed
 
     def _guard(self, method: str, *args: Any) -> Any:
         if self._down_until and not self._recovered():
@@ -85,11 +89,15 @@ class GuardedStore(DedupStore):
         )
         return True
 
-    def _failed(self, exc: StoreError) -> None:
+    def _write_failed(self, exc: StoreError) -> None:
+        self._failed(exc, bypass=False)
+
+    def _failed(self, exc: StoreError, *, bypass: bool = True) -> None:
         self._failures += 1
         self.crawler.stats.inc_value("dedup/store/errors")
-        self._down_until = time.monotonic() + _RETRY_AFTER
         now = time.monotonic()
+        if bypass:
+            self._down_until = now + _RETRY_AFTER
         if self.on_error == "stop":
             if self._closing is None:
                 logger.error("%s; stopping the crawl (DEDUP_STORE_ON_ERROR='stop')", exc)
@@ -102,6 +110,15 @@ class GuardedStore(DedupStore):
             return
         if self._failures == 1 or now - self._last_logged >= 60:
             self._last_logged = now
+            if not bypass:
+                logger.error(
+                    "%s; deduplicating on from memory, the records wait to be written "
+                    "(%d store errors so far, see dedup/store/errors): if the crawl ends "
+                    "first, the next run does not know them",
+                    exc,
+                    self._failures,
+                )
+                return
             logger.error(
                 "%s; crawling on WITHOUT the shared dedup state (%d store errors so far, "
                 "see dedup/store/errors): this process dedups on its own until the store "
@@ -129,10 +146,11 @@ class GuardedStore(DedupStore):
     def add_content(self, digest: bytes, url: str) -> str | None:
         return self._guard("add_content", digest, url)
 
-    def match_or_add_near(
-        self, method: NearMethod, fingerprint: Any, url: str
-    ) -> tuple[str, Any] | None:
-        return self._guard("match_or_add_near", method, fingerprint, url)
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
+        return self._guard("match_near", method, fingerprint)
+
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        self._guard("add_near", method, fingerprint, url)
 
     def add_filed(self, key: int, data: bytes) -> bool:
         return bool(self._guard("add_filed", key, data))
@@ -146,22 +164,29 @@ class GuardedStore(DedupStore):
             yield token
 
     def release(self, token: Any) -> None:
-        self._guard("release", token)
+        try:
+            self.store.release(token)
+        except StoreError as exc:
+            self._failed(exc, bypass=False)
 
     def discard(self, token: Any) -> None:
         self.store.discard(token)
 
-    def clear(self) -> None:
-        self.store.clear()
+    def clear(self, urls_only: bool = False) -> None:
+        self.store.clear(urls_only)
+        self._local.clear(urls_only)
 
     def flush(self) -> None:
-        self._guard("flush")
+        try:
+            self.store.flush()
+        except StoreError as exc:
+            self._failed(exc, bypass=False)
 
     def close(self) -> None:
         try:
             self.store.close()
         except StoreError as exc:
-            self._failed(exc)
+            self._failed(exc, bypass=False)
 
 
 def open_crawler_store(crawler: Crawler) -> GuardedStore:

@@ -323,7 +323,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
             self._owns_store = False
 
     def clear(self) -> None:
-        """Forget every seen key (scrapy-redis calls this to flush)."""
-        self.store.clear()
+        """Forget every seen URL key (scrapy-redis calls this to flush); kept
+        texts and the rest of the namespace stay (``DEDUP_RESET`` forgets all)."""
+        self.store.clear(urls_only=True)
         self._first_urls.clear()
         self._redirected.clear()

@@ -20,6 +20,7 @@ from scrapy_dedup.dupefilter import (
     url_key,
 )
 from scrapy_dedup.relcanonical import find_canonical, judge, parse_link_header, resolve
+from scrapy_dedup.stores import PREVIOUS_RUN
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -127,7 +128,7 @@ class RelCanonicalMiddleware:
         ``True`` when another page was filed there first."""
         owner = url_info(fetched)
         first = self.store.add_url(key, owner)
-        return first is not None and first != owner
+        return first is not None and first & ~PREVIOUS_RUN != owner
 
     def _declared(self, response: Response) -> str | None:
         """The canonical URL the response declares, resolved; ``None`` when it

@@ -177,6 +177,7 @@ class ContentDedupPipeline:
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
         # Short texts (titles, one-line listings) get exact matching only: there,
         # one changed word is most of the text.
+        fingerprint = None
         if self.near is not None and len(text.split(maxsplit=self.min_words)) > self.min_words:
             # Only the fingerprint is bounded: a 10 MB page still gets its exact
             # digest over the whole text above.
@@ -186,16 +187,20 @@ class ContentDedupPipeline:
                 if signature is not None and self.near is self._filing_compatible
                 else self.near.fingerprint(sample)
             )
-            match = self.store.match_or_add_near(self.near, fingerprint, url)
+            match = self.store.match_near(self.near, fingerprint)
             if match is not None:
                 first, score = match
                 return self._duplicate(
                     item, adapter, "near", first, url, self.near.describe(score)
                 )
-        # Only kept items' texts are recorded, so a duplicate always names a kept item.
+        # Only kept items' texts are recorded, so a duplicate always names a kept
+        # item. Claiming the digest settles a race between workers with the same
+        # text before the near-duplicate index names this item.
         first = self.store.add_content(digest, url)
         if first is not None:  # another worker kept the same text meanwhile
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
+        if fingerprint is not None:
+            self.store.add_near(self.near, fingerprint, url)  # type: ignore[arg-type]
         if signature is not None and filed is not None:
             self.store.add_filed(filed[2], self._filing.encode(signature))
         self.stats.inc_value("dedup/items/unique")

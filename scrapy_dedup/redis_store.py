@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -63,6 +64,7 @@ return 1
 # cluster pipeline cannot run scripts, and these need none).
 _SLOTS = [bytes([slot]) for slot in range(8)]
 _FILED = 32  # fingerprints kept per canonical URL
+_METHODS = ("minhash", "simhash")  # near-duplicate methods, for clear()
 _LOW48 = (1 << 48) - 1
 
 
@@ -82,6 +84,7 @@ class RedisStore(DedupStore):
         # Keys known to be seen: a key's first value never changes, so a link
         # repeated on every page costs one round trip per worker, not per page.
         self._known = CompactMap()
+        self._lookup: tuple[str, bytes, list[str], list[bytes | None]] | None = None
         try:
             client.ping()
             self._setnx_get = client.register_script(_SETNX_GET)
@@ -95,18 +98,19 @@ class RedisStore(DedupStore):
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
         ``redis+cluster://`` (``rediss+cluster://``) URIs."""
         import redis
-        from redis.backoff import ExponentialBackoff
+        from redis.backoff import NoBackoff
         from redis.cluster import RedisCluster
         from redis.retry import Retry
 
-        # redis-py's default retries back off for seconds, blocking Scrapy's
-        # reactor; one quick retry covers a dropped idle connection, and a
-        # server that is gone is reported at once (DEDUP_STORE_ON_ERROR).
+        # No retries inside redis-py: its default ones back off for seconds on
+        # Scrapy's reactor thread, and a retried check-and-set whose first reply
+        # was lost would read back its own write as another worker's. The store
+        # retries once itself (_call, _set_first), knowing which calls it may.
         options = {
-            "socket_connect_timeout": 5,
-            "socket_timeout": 10,
+            "socket_connect_timeout": 2,
+            "socket_timeout": 5,
             "health_check_interval": 30,
-            "retry": Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+            "retry": Retry(NoBackoff(), 0),
         }
         parts = urlsplit(uri)
         try:
@@ -125,9 +129,32 @@ class RedisStore(DedupStore):
         self._call("answer", self.client.ping)
 
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)``, tried again once after a connection
+        error (a dropped idle connection); only for calls safe to repeat."""
+        redis = self._redis
         try:
-            return function(*args, **kwargs)
-        except self._redis.RedisError as exc:
+            try:
+                return function(*args, **kwargs)
+            except (redis.ConnectionError, redis.TimeoutError):
+                return function(*args, **kwargs)
+        except redis.RedisError as exc:
+            raise StoreError(f"dedup store {self.uri} failed to {what}: {exc}") from exc
+
+    def _set_first(self, what: str, name: str, field: bytes, value: bytes) -> bytes | None:
+        """Set ``field`` unless it is set; ``None`` when this call set it, else
+        the first value. Exactly one of several racing callers gets ``None``."""
+        redis = self._redis
+        try:
+            try:
+                return self._setnx_get(keys=[name], args=[field, value])
+            except (redis.ConnectionError, redis.TimeoutError):
+                # The first try may have run with its reply lost: finding our own
+                # value now most likely means we set it (an identical value
+                # written by another worker at that very moment is a duplicate
+                # fetch, never a lost page).
+                first = self._setnx_get(keys=[name], args=[field, value])
+                return None if first == value else first
+        except redis.RedisError as exc:
             raise StoreError(f"dedup store {self.uri} failed to {what}: {exc}") from exc
 
     # -- URL keys ----------------------------------------------------------
@@ -140,7 +167,7 @@ class RedisStore(DedupStore):
         if known is not None:
             return known
         name, field = self._url_slot(key)
-        first = self._call("record a URL", self._setnx_get, keys=[name], args=[field, info])
+        first = self._set_first("record a URL", name, field, str(info).encode())
         value = info if first is None else int(first)
         self._known.setdefault(key, value)
         return None if first is None else value
@@ -184,15 +211,13 @@ class RedisStore(DedupStore):
         )
         return None if first is None else first.decode("utf-8", "surrogatepass")
 
-    def match_or_add_near(
-        self, method: NearMethod, fingerprint: Any, url: str
-    ) -> tuple[str, Any] | None:
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         encoded = method.encode(fingerprint)
         bands = method.band_keys(fingerprint)
-        band_names = [f"{self.base}:n:{method.name}:{band >> 56:02x}" for band in bands]
+        names = [f"{self.base}:n:{method.name}:{band >> 56:02x}" for band in bands]
         fields = [band.to_bytes(8, "little") for band in bands]
         pipe = self.client.pipeline(transaction=False)
-        for name, field in zip(band_names, fields, strict=True):
+        for name, field in zip(names, fields, strict=True):
             pipe.hmget(name, [field + slot for slot in _SLOTS])
         candidates: dict[bytes, None] = {}
         free: list[bytes | None] = []  # per band: the first free slot's field
@@ -204,6 +229,8 @@ class RedisStore(DedupStore):
             for value in values:
                 if value is not None:
                     candidates[value] = None
+        # add_near() usually follows at once: it reuses what this lookup found.
+        self._lookup = (method.name, encoded, names, free)
         best: tuple[float, Any, str] | None = None
         if candidates:
             pipe = self.client.pipeline(transaction=False)
@@ -219,19 +246,27 @@ class RedisStore(DedupStore):
                 found = method.match(fingerprint, other)
                 if found is not None and (best is None or found[0] > best[0]):
                     best = (found[0], found[1], value[len(encoded) :].decode("utf-8", "replace"))
-        if best is not None:
-            return best[2], best[1]
+        return None if best is None else (best[2], best[1])
+
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        encoded = method.encode(fingerprint)
+        lookup = self._lookup
+        if lookup is None or lookup[0] != method.name or lookup[1] != encoded:
+            self.match_near(method, fingerprint)
+            lookup = self._lookup
+        assert lookup is not None
+        self._lookup = None
+        _, _, names, free = lookup
         mine = doc_id(encoded)
         pipe = self.client.pipeline(transaction=False)
         # The same text reached again keeps its first URL (HSETNX).
         pipe.hsetnx(
             self._doc_key(method, mine), mine, encoded + url.encode("utf-8", "surrogatepass")
         )
-        for name, slot in zip(band_names, free, strict=True):
+        for name, slot in zip(names, free, strict=True):
             if slot is not None:  # else the band key is shared by _SLOTS documents already
                 pipe.hsetnx(name, slot, mine)
         self._call("record a near-duplicate fingerprint", pipe.execute)
-        return None
 
     def _doc_key(self, method: NearMethod, doc: bytes) -> str:
         return f"{self.base}:d:{method.name}:{doc[0]:02x}"
@@ -264,15 +299,25 @@ class RedisStore(DedupStore):
 
     # -- life cycle ----------------------------------------------------------
 
-    def clear(self) -> None:
-        """Delete every key of the namespace (on every node of a cluster)."""
+    def clear(self, urls_only: bool = False) -> None:
+        """Delete the namespace's keys (on every node of a cluster): its URL
+        keys only, or everything. Patterns are exact, so namespace ``shop``
+        never touches ``shop:2026``."""
         self._known.clear()
+        base = re.sub(r"([\\*?\[\]])", r"\\\1", self.base)  # glob-escaped
+        hex2 = "[0-9a-f]" * 2
+        patterns = [f"{base}:u:{hex2}{hex2}"]
+        if not urls_only:
+            patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}"]
+            for method in _METHODS:
+                patterns += [f"{base}:n:{method}:{hex2}", f"{base}:d:{method}:{hex2}"]
         try:
-            names = list(self.client.scan_iter(match=f"{self.base}:*", count=1000))
-            pipe = self.client.pipeline(transaction=False)
-            for name in names:
-                pipe.unlink(name)
-            pipe.execute()
+            for pattern in patterns:
+                names = list(self.client.scan_iter(match=pattern, count=1000))
+                pipe = self.client.pipeline(transaction=False)
+                for name in names:
+                    pipe.unlink(name)
+                pipe.execute()
         except self._redis.RedisError as exc:
             raise StoreError(f"dedup store {self.uri} failed to clear: {exc}") from exc
 

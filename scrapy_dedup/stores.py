@@ -175,13 +175,23 @@ class DedupStore:
     def add_content(self, digest: bytes, url: str) -> str | None:
         raise NotImplementedError
 
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
+        """``(URL, score)`` of the kept document ``fingerprint`` is nearest to,
+        among its near duplicates; ``None`` when it has none."""
+        raise NotImplementedError
+
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        """Keep ``fingerprint`` as the document at ``url``."""
+        raise NotImplementedError
+
     def match_or_add_near(
         self, method: NearMethod, fingerprint: Any, url: str
     ) -> tuple[str, Any] | None:
-        """``(first URL, score)`` of the best near duplicate of ``fingerprint``
-        among kept documents; when there is none, keep it under ``url`` and
-        return ``None``."""
-        raise NotImplementedError
+        """:meth:`match_near`, and :meth:`add_near` when there is no match."""
+        match = self.match_near(method, fingerprint)
+        if match is None:
+            self.add_near(method, fingerprint, url)
+        return match
 
     def add_filed(self, key: int, data: bytes) -> bool:
         """Remember an (encoded) fingerprint of an item filed under the
@@ -203,8 +213,8 @@ class DedupStore:
     def discard(self, token: Any) -> None:
         """Forget the writes held under ``token`` (they are not persisted)."""
 
-    def clear(self) -> None:
-        """Forget everything this store holds for its namespace."""
+    def clear(self, urls_only: bool = False) -> None:
+        """Forget the namespace's URL keys, or everything it holds."""
         raise NotImplementedError
 
     def ping(self) -> None:
@@ -244,17 +254,18 @@ class MemoryStore(DedupStore):
             self._content[digest] = url
         return first
 
-    def match_or_add_near(
-        self, method: NearMethod, fingerprint: Any, url: str
-    ) -> tuple[str, Any] | None:
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         index, urls = self._near_state(method)
         matches = index.query(fingerprint)
         if matches:
             doc, score = matches[0]
             return urls[doc], score
+        return None
+
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        index, urls = self._near_state(method)
         index.add(fingerprint, len(urls))
         urls.append(url)
-        return None
 
     def _near_state(self, method: NearMethod) -> tuple[NearIndex, list[str]]:
         state = self._near.get(method.name)
@@ -272,11 +283,12 @@ class MemoryStore(DedupStore):
     def filed(self, key: int) -> list[bytes]:
         return self._filed.get(key, [])
 
-    def clear(self) -> None:
+    def clear(self, urls_only: bool = False) -> None:
         self._urls.clear()
-        self._content.clear()
-        self._near.clear()
-        self._filed.clear()
+        if not urls_only:
+            self._content.clear()
+            self._near.clear()
+            self._filed.clear()
 
 
 _SCHEMA = """
@@ -353,6 +365,9 @@ class SqliteStore(MemoryStore):
         self._near_loaded: set[str] = set()
         self._kept: set[int] = set()
         self._closed = False
+        #: Called with the StoreError of a failed batch write, instead of raising
+        #: it from the call that happened to trigger the write.
+        self.on_write_error: Any = None
         self._lock_file: Any = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -383,12 +398,12 @@ class SqliteStore(MemoryStore):
             import fcntl
         except ImportError:  # Windows: no advisory lock, one process per file by convention
             return
-        self._lock_file = open(f"{self.path}.lock", "a+b")  # noqa: SIM115
-        offset = (
-            zlib.crc32(namespace.encode("utf-8", "surrogatepass")) >> 1
-        )  # one byte per namespace
+        # One lock file per namespace, flock()ed: the lock dies with the process,
+        # and two opens of one namespace conflict even within one process.
+        tag = zlib.crc32(namespace.encode("utf-8", "surrogatepass"))
+        self._lock_file = open(f"{self.path}.{tag:08x}.lock", "a+b")  # noqa: SIM115
         try:
-            fcntl.lockf(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             self._lock_file.close()
             self._lock_file = None
@@ -492,7 +507,14 @@ class SqliteStore(MemoryStore):
             self._pending_count >= self._batch
             or time.monotonic() - self._last_commit >= self._interval
         ):
-            self.flush()
+            try:
+                self.flush()
+            except StoreError as exc:
+                # Answers still come from memory; the rows wait for the next try.
+                self._last_commit = time.monotonic()
+                if self.on_write_error is None:
+                    raise
+                self.on_write_error(exc)
 
     def add_url(self, key: int, info: int) -> int | None:
         first = self._urls.setdefault(key, info)
@@ -516,13 +538,9 @@ class SqliteStore(MemoryStore):
             self._write("content", (self._ns, digest, url))
         return first
 
-    def match_or_add_near(
-        self, method: NearMethod, fingerprint: Any, url: str
-    ) -> tuple[str, Any] | None:
-        match = super().match_or_add_near(method, fingerprint, url)
-        if match is None:
-            self._write("near", (self._ns, method.name, method.encode(fingerprint), url))
-        return match
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        super().add_near(method, fingerprint, url)
+        self._write("near", (self._ns, method.name, method.encode(fingerprint), url))
 
     def add_filed(self, key: int, data: bytes) -> bool:
         added = super().add_filed(key, data)
@@ -563,15 +581,16 @@ class SqliteStore(MemoryStore):
         self._pending_count = 0
         self._last_commit = time.monotonic()
 
-    def clear(self) -> None:
-        super().clear()
+    def clear(self, urls_only: bool = False) -> None:
+        super().clear(urls_only)
         self._kept.clear()
-        for rows in self._pending.values():
-            rows.clear()
-        self._pending_count = 0
+        tables = ["urls"] if urls_only else list(_INSERT)
+        for table in tables:
+            self._pending_count -= len(self._pending[table])
+            self._pending[table].clear()
         with self._db:
             self._db.execute("BEGIN")
-            for table in _INSERT:
+            for table in tables:
                 self._db.execute(f"DELETE FROM {table} WHERE ns = ?", (self._ns,))
 
     def close(self) -> None:

@@ -133,9 +133,38 @@ def test_clear_forgets_the_namespace(make_store: StoreFactory) -> None:
     store = make_store()
     store.add_url(5, 1)
     store.add_content(b"x" * 16, "https://a.test/")
+    store.clear(urls_only=True)  # what scrapy-redis's flush asks for: texts stay
+    assert store.get_url(5) is None
+    assert store.get_content(b"x" * 16) == "https://a.test/"
+    store.add_url(5, 1)
     store.clear()
     assert store.get_url(5) is None
     assert store.add_content(b"x" * 16, "https://a.test/b") is None
+
+
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
+def test_clearing_a_namespace_spares_its_lookalikes(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    tag = uuid.uuid4().hex[:8]
+    names = [f"shop{tag}", f"shop{tag}:2026", f"sh[o]p{tag}", f"shop{tag}*"]
+    stores = [open_store(url, name, prefix="scrapy-dedup-test") for name in names]
+    try:
+        for store in stores:
+            store.add_url(1, 1)
+            store.add_content(b"y" * 16, "https://a.test/")
+        stores[0].clear()
+        stores[2].clear()
+        survivors = [open_store(url, name, prefix="scrapy-dedup-test") for name in names]
+        assert [s.get_url(1) for s in survivors] == [None, 1, None, 1]
+        assert [s.get_content(b"y" * 16) for s in survivors][1::2] == ["https://a.test/"] * 2
+        for store in survivors:
+            store.close()
+    finally:
+        for store in stores:
+            store.clear()
+            store.close()
 
 
 @pytest.mark.parametrize("kind", ["redis", "cluster"])
@@ -289,7 +318,15 @@ def test_sqlite_one_process_per_namespace(tmp_path: Path) -> None:
     free = subprocess.run(
         [sys.executable, "-c", code, str(path), "blog"], capture_output=True, text=True, check=True
     )
+    # Within this process too, and closing another namespace frees nothing.
+    other = SqliteStore(path, "blog")
+    with pytest.raises(StoreError, match="in use"):
+        SqliteStore(path, "shop")
+    other.close()
+    with pytest.raises(StoreError, match="in use"):
+        SqliteStore(path, "shop")
     first.close()
+    SqliteStore(path, "shop").close()  # free once closed
     assert busy.stdout.startswith("REFUSED") and "in use by another process" in busy.stdout
     assert free.stdout.startswith("OPENED")
 
