@@ -52,6 +52,8 @@ class GuardedStore(DedupStore):
         self.uri = uri
         self.on_error = on_error
         self.persists_kept = store.persists_kept
+        #: Set by DedupFrontierMiddleware: it records pages once their outputs are out.
+        self.tracks_pages = False
         self._down_until = 0.0
         self._failures = 0
         self._last_logged = 0.0
@@ -157,6 +159,21 @@ class GuardedStore(DedupStore):
 
     def filed(self, key: int) -> list[bytes]:
         return self._guard("filed", key)
+
+    def add_pending(self, key: int, request: str) -> None:
+        self._guard("add_pending", key, request)
+
+    def done_pending(self, key: int) -> None:
+        self._guard("done_pending", key)
+
+    def pending_requests(self) -> list[str]:
+        return self._guard("pending_requests")
+
+    def clear_pending(self) -> None:
+        try:
+            self.store.clear_pending()
+        except StoreError as exc:
+            self._failed(exc, bypass=False)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[Any]:

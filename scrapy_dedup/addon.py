@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scrapy_dedup.dupefilter import CanonicalDupeFilter
+from scrapy_dedup.frontier import DedupFrontierMiddleware
 from scrapy_dedup.middleware import RelCanonicalMiddleware
 from scrapy_dedup.pipeline import ContentDedupPipeline
 
@@ -13,8 +14,9 @@ __all__ = ["DedupAddon"]
 
 class DedupAddon:
     """``ADDONS = {"scrapy_dedup.DedupAddon": 0}`` turns on the canonical-URL
-    dupefilter, the rel=canonical middleware (580) and the content pipeline
-    (300), each unless the project already lists it. A ``DUPEFILTER_CLASS``
+    dupefilter, the rel=canonical middleware (580), the content pipeline
+    (300) and the frontier spider middleware (10; it only acts with an SQLite
+    store), each unless the project already lists it. A ``DUPEFILTER_CLASS``
     the project set explicitly wins.
     """
 
@@ -24,3 +26,6 @@ class DedupAddon:
             "DOWNLOADER_MIDDLEWARES", RelCanonicalMiddleware, 580
         )
         settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", ContentDedupPipeline, 300)
+        settings.setdefault_in_component_priority_dict(
+            "SPIDER_MIDDLEWARES", DedupFrontierMiddleware, 10
+        )

@@ -155,7 +155,11 @@ class CanonicalDupeFilter(BaseDupeFilter):
         crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
         # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
         crawler.signals.connect(self._stats.flush, signal=signals.spider_closed)
-        if self.store.persists_kept:
+        # With DedupFrontierMiddleware (the add-on enables it), pages are
+        # recorded once their outputs are out, and new requests wait in the
+        # store's frontier; without it, a page is recorded at its first item.
+        self._frontier = getattr(self.store, "tracks_pages", False)
+        if self.store.persists_kept and not self._frontier:
             crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
             crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
             crawler.signals.connect(self._response_received, signal=signals.response_received)
@@ -186,6 +190,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         first = self.store.add_url(key, url_info(request.url, mask))
         if first is None:
             self._stats.inc("dedup/url/seen")
+            if self._frontier:
+                self._add_pending(key, request)
             if self.debug:
                 self._first_urls[key] = request.url
         return key, mask, first
@@ -277,6 +283,14 @@ class CanonicalDupeFilter(BaseDupeFilter):
             self._record(request)
 
     # What a later run skips (SQLite) -------------------------------------
+
+    def _add_pending(self, key: int, request: Request) -> None:
+        from scrapy_dedup.frontier import request_to_json
+
+        text, simplified = request_to_json(request, self.crawler.spider)
+        if simplified:
+            self._stats.inc("dedup/frontier/simplified")
+        self.store.add_pending(key, text)
 
     def _item_scraped(self, item: Any, response: Any) -> None:
         self._keep(response)

@@ -202,6 +202,21 @@ class DedupStore:
         """The encoded fingerprints of items filed under the canonical URL ``key``."""
         raise NotImplementedError
 
+    # The frontier of a store that outlives the run (SQLite): requests
+    # scheduled but not yet done, fed again to the next run after a crash.
+    def add_pending(self, key: int, request: str) -> None:
+        """Remember a scheduled request (serialized) until :meth:`done_pending`."""
+
+    def done_pending(self, key: int) -> None:
+        """The request of ``key`` was processed: its outputs are out."""
+
+    def pending_requests(self) -> list[str]:
+        """Requests an earlier run scheduled and never finished."""
+        return []
+
+    def clear_pending(self) -> None:
+        """Forget the frontier (the run finished)."""
+
     @contextlib.contextmanager
     def hold(self) -> Iterator[Any]:
         """Writes made inside wait for :meth:`release` of the token yielded."""
@@ -302,6 +317,9 @@ CREATE TABLE IF NOT EXISTS content (
 CREATE TABLE IF NOT EXISTS near (
     ns INTEGER NOT NULL, method TEXT NOT NULL, fingerprint BLOB NOT NULL, url TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS near_by_method ON near (ns, method);
+CREATE TABLE IF NOT EXISTS pending (
+    ns INTEGER NOT NULL, key INTEGER NOT NULL, request TEXT NOT NULL,
+    PRIMARY KEY (ns, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS filed (
     ns INTEGER NOT NULL, key INTEGER NOT NULL, fingerprint BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS filed_by_key ON filed (ns, key);
@@ -313,6 +331,9 @@ _INSERT = {
     "content": "INSERT OR IGNORE INTO content VALUES (?, ?, ?)",
     "near": "INSERT INTO near VALUES (?, ?, ?, ?)",
     "filed": "INSERT INTO filed VALUES (?, ?, ?)",
+    "pending": "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)",
+    # Runs after the inserts of its batch: a request is done after it was scheduled.
+    "done": "DELETE FROM pending WHERE ns = ? AND key = ?",
 }
 
 
@@ -364,6 +385,7 @@ class SqliteStore(MemoryStore):
         self._last_commit = time.monotonic()
         self._near_loaded: set[str] = set()
         self._kept: set[int] = set()
+        self._frontier: list[str] = []
         self._closed = False
         #: Called with the StoreError of a failed batch write, instead of raising
         #: it from the call that happened to trigger the write.
@@ -466,16 +488,21 @@ class SqliteStore(MemoryStore):
             self._urls.update(pairs[:, 0], pairs[:, 1] | np.uint64(PREVIOUS_RUN))
         for digest, url in db.execute("SELECT digest, url FROM content WHERE ns = ?", (ns,)):
             self._content[bytes(digest)] = url
+        self._frontier = [
+            row[0] for row in db.execute("SELECT request FROM pending WHERE ns = ?", (ns,))
+        ]
         for key, data in db.execute(
             "SELECT key, fingerprint FROM filed WHERE ns = ? ORDER BY rowid", (ns,)
         ):
             self._filed.setdefault(key & _U64, []).append(bytes(data))
         logger.info(
-            "Dedup store %s, namespace %r: %d URL keys and %d texts from earlier runs",
+            "Dedup store %s, namespace %r: %d URL keys, %d texts and %d unfinished "
+            "requests from earlier runs",
             self.path,
             self.namespace,
             len(rows),
             len(self._content),
+            len(self._frontier),
         )
 
     def _near_state(self, method: NearMethod) -> tuple[NearIndex, list[str]]:
@@ -548,6 +575,27 @@ class SqliteStore(MemoryStore):
             self._write("filed", (self._ns, _signed(key), data))
         return added
 
+    def add_pending(self, key: int, request: str) -> None:
+        self._write("pending", (self._ns, _signed(key), request))
+
+    def done_pending(self, key: int) -> None:
+        self._write("done", (self._ns, _signed(key)))
+
+    def pending_requests(self) -> list[str]:
+        found, self._frontier = self._frontier, []
+        return found
+
+    def clear_pending(self) -> None:
+        for table in ("pending", "done"):
+            self._pending_count -= len(self._pending[table])
+            self._pending[table].clear()
+        try:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.execute("DELETE FROM pending WHERE ns = ?", (self._ns,))
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write to the SQLite store {self.path}: {exc}") from exc
+
     @contextlib.contextmanager
     def hold(self) -> Iterator[Any]:
         outer, self._holding = self._holding, []
@@ -584,10 +632,12 @@ class SqliteStore(MemoryStore):
     def clear(self, urls_only: bool = False) -> None:
         super().clear(urls_only)
         self._kept.clear()
-        tables = ["urls"] if urls_only else list(_INSERT)
-        for table in tables:
+        tables = ["urls"] if urls_only else [t for t in _INSERT if t != "done"]
+        for table in [*tables, "done"]:
             self._pending_count -= len(self._pending[table])
             self._pending[table].clear()
+        if not urls_only:
+            self._frontier.clear()
         with self._db:
             self._db.execute("BEGIN")
             for table in tables:

@@ -434,5 +434,16 @@ def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, 
             time.sleep(delay),
             page(f"List {n}", *links),
         )[1]
-    routes["/"] = lambda q: page("News", "/list/1", "/list/1?utm_medium=home")
+    # A chain of stories, each reachable only from the one before: after a
+    # crash, the links of pages already recorded must not be lost.
+    for n in range(1, 13):
+        path = f"/article/chain-{n}"
+        content[path] = name = f"doc{doc}"
+        body, doc = texts[doc], doc + 1
+        links = (f"/article/chain-{n + 1}",) if n < 12 else ()
+        routes[path] = lambda q, body=body, name=name, links=links: (
+            time.sleep(delay),
+            article(f"Story {name}", body, "/", *links),
+        )[1]
+    routes["/"] = lambda q: page("News", "/list/1", "/list/1?utm_medium=home", "/article/chain-1")
     return routes, content

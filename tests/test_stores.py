@@ -240,8 +240,8 @@ def test_racing_near_duplicates_never_lose_the_text(
     for thread in threads:
         thread.join()
     try:
-        for g in range(len(pairs)):
-            assert any(doc.startswith(f"https://a.test/{g}/") for doc in kept), g
+        # Every document is kept or names a kept one (a group may name another
+        # group's document: two corpus texts can be near duplicates themselves).
         assert set(named.values()) <= kept
         assert len(kept) + len(named) == workers * len(pairs)
         assert named  # most were still caught

@@ -1,0 +1,252 @@
+"""DedupFrontierMiddleware: what makes an SQLite store safe against ``kill -9``.
+
+With ``DEDUP_STORE = "sqlite:///..."``, a later run skips pages that gave
+items. A page must therefore be recorded only once everything it led to is
+safe: every request it yielded is scheduled (and so in the store's frontier
+of unfinished requests) and every item it yielded is out of the pipelines.
+This spider middleware counts a response's outputs until each one has been
+scheduled, filtered or dropped, then records the page and takes it off the
+frontier. A run that starts after a crash first feeds the unfinished
+requests of the earlier run back in, so nothing the earlier run had found is
+lost.
+
+Requests are kept as JSON (``Request.to_dict``): callbacks by name, meta and
+``cb_kwargs`` values that JSON can hold; a request that cannot be written
+that way is kept without the parts that cannot (counted in
+``dedup/frontier/simplified``). Nothing is unpickled or imported from the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.request import request_from_dict
+
+from scrapy_dedup._crawler_store import acquire_store, release_store
+from scrapy_dedup.dupefilter import (
+    REL_CANONICAL,
+    build_canonicalizer,
+    custom_fingerprinter,
+    request_key,
+    url_info,
+)
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+__all__ = ["DedupFrontierMiddleware", "request_from_json", "request_to_json"]
+
+logger = logging.getLogger(__name__)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"__bytes__": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(type(value).__name__)
+
+
+def _unjson(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__bytes__"}:
+            return base64.b64decode(value["__bytes__"])
+        return {k: _unjson(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unjson(v) for v in value]
+    return value
+
+
+def request_to_json(request: Request, spider: Any) -> tuple[str, bool]:
+    """``(JSON, simplified)``: the request as ``Request.to_dict`` gives it,
+    without its class (always rebuilt as a plain ``Request``); meta and
+    ``cb_kwargs`` entries JSON cannot hold are left out (``simplified``)."""
+    simplified = False
+    try:
+        data = request.to_dict(spider=spider)
+    except ValueError:  # a callback that is not a spider method
+        data = request.replace(callback=None, errback=None).to_dict(spider=spider)
+        simplified = True
+    data.pop("_class", None)
+    for name in ("meta", "cb_kwargs"):
+        kept = {}
+        for key, value in (data.get(name) or {}).items():
+            try:
+                kept[key] = _jsonable(value)
+            except TypeError:
+                simplified = True
+        data[name] = kept
+    for name, value in list(data.items()):
+        if name not in ("meta", "cb_kwargs"):
+            try:
+                data[name] = _jsonable(value)
+            except TypeError:
+                data.pop(name)
+                simplified = True
+    return json.dumps(data, separators=(",", ":")), simplified
+
+
+def request_from_json(text: str, spider: Any) -> Request | None:
+    """The request :func:`request_to_json` wrote; ``None`` when it cannot be
+    rebuilt (a callback the spider no longer has)."""
+    try:
+        data = _unjson(json.loads(text))
+        data.pop("_class", None)
+        return request_from_dict(data, spider=spider)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+@dataclass
+class _Page:
+    key: int
+    outstanding: int = 0
+    items: int = 0
+    finished: bool = False
+    response: Any = None
+
+
+class DedupFrontierMiddleware:
+    """Spider middleware (order 10, outermost: it sees what the engine gets)
+    that records a page for later runs only once its outputs are safe, and
+    feeds an interrupted run's unfinished requests to the next one. Only
+    active with a store that persists kept pages (SQLite)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.store = acquire_store(crawler)
+        if not self.store.persists_kept:
+            release_store(crawler)
+            raise NotConfigured("only stores that persist kept pages need a frontier (SQLite)")
+        self.stats = crawler.stats
+        self.canonicalizer = build_canonicalizer(crawler.settings)
+        self.fingerprinter = custom_fingerprinter(crawler)
+        self._pages: dict[int, _Page] = {}  # id(response) -> its page
+        self._requests: dict[int, _Page] = {}  # id(request yielded) -> its page
+        self._items: dict[int, tuple[Any, _Page]] = {}  # id(item) -> (item, its page)
+        self.store.tracks_pages = True  # the dupefilter leaves recording to us
+        connect = crawler.signals.connect
+        connect(self._request_out, signal=signals.request_scheduled)
+        connect(self._request_out, signal=signals.request_dropped)
+        connect(self._item_out, signal=signals.item_scraped)
+        connect(self._item_out, signal=signals.item_dropped)
+        connect(self._item_out, signal=signals.item_error)
+        connect(self._spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        pending = self.store.pending_requests()
+        if pending:
+            restored = 0
+            for text in pending:
+                request = request_from_json(text, self.crawler.spider)
+                if request is not None:
+                    restored += 1
+                    # Through the filter: a request the crawl meets again is fetched once.
+                    yield request.replace(dont_filter=False)
+            self.stats.inc_value("dedup/frontier/restored", restored)
+            logger.info(
+                "Resuming %d requests an earlier run of this namespace left unfinished",
+                restored,
+            )
+        async for item_or_request in start:
+            yield item_or_request
+
+    async def process_spider_output(
+        self, response: Response, result: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
+        page = self._page(response)
+        try:
+            async for output in result:
+                page.outstanding += 1
+                if isinstance(output, Request):
+                    self._requests[id(output)] = page
+                else:
+                    page.items += 1
+                    self._items[id(output)] = (output, page)
+                yield output
+        except BaseException:
+            page.outstanding = -(10**9)  # a failed callback: fetched again next run
+            raise
+        page.finished = True
+        self._settle(page, response)
+
+    def _page(self, response: Response) -> _Page:
+        page = self._pages.get(id(response))
+        if page is None:
+            assert response.request is not None
+            key, _, _ = request_key(response.request, self.canonicalizer, self.fingerprinter)
+            page = self._pages[id(response)] = _Page(key, response=response)
+        return page
+
+    def _request_out(self, request: Request) -> None:
+        page = self._requests.pop(id(request), None)
+        if page is not None:
+            page.outstanding -= 1
+            self._settle(page, page.response)
+
+    def _item_out(self, item: Any) -> None:
+        entry = self._items.pop(id(item), None)
+        if entry is not None:
+            entry[1].outstanding -= 1
+            self._settle(entry[1], entry[1].response)
+
+    def _settle(self, page: _Page, response: Response) -> None:
+        if not page.finished or page.outstanding != 0:
+            return
+        self._pages.pop(id(response), None)
+        request = response.request
+        assert request is not None
+        persist = request.meta.get("dedup_persist")
+        if persist is not False and (page.items or persist is True):
+            self._keep(request)
+        self.store.done_pending(page.key)
+        for url in request.meta.get("redirect_urls", ()):
+            hop = self._key(request, url)
+            if hop is not None:
+                self.store.done_pending(hop)
+
+    def _key(self, request: Request, url: str) -> int | None:
+        try:
+            other = request.replace(url=url, method="GET", body=b"")
+        except ValueError:
+            return None
+        return request_key(other, self.canonicalizer, self.fingerprinter)[0]
+
+    def _keep(self, request: Request) -> None:
+        """Record the page, the redirect hops that led to it and the
+        rel=canonical URL it declared, for later runs to skip."""
+        key, _, mask = request_key(request, self.canonicalizer, self.fingerprinter)
+        self.store.keep_url(key, url_info(request.url, mask))
+        for url in request.meta.get("redirect_urls", ()):
+            hop = self._key(request, url)
+            if hop is not None:
+                self.store.keep_url(hop, url_info(url))
+        canonical = request.meta.get("dedup_canonical_url")
+        if canonical:
+            target = self._key(request, canonical)
+            if target is not None:
+                self.store.keep_url(target, url_info(canonical, REL_CANONICAL))
+
+    def _spider_closed(self, reason: str) -> None:
+        if reason == "finished":
+            # Every request was processed: the frontier holds only those whose
+            # outputs were dropped on the way (download errors, offsite...).
+            self.store.clear_pending()
+        release_store(self.crawler)
