@@ -104,7 +104,7 @@ class ContentDedupPipeline:
         self._warned_fetched = False
         # Writes of kept items wait until the item is out of every pipeline,
         # so a store that outlives the run never records an item that was lost.
-        self._held: dict[int, Any] = {}
+        self._held: dict[int, tuple[Any, Any]] = {}
         crawler.signals.connect(self._item_done, signal=signals.item_scraped)
         crawler.signals.connect(self._item_lost, signal=signals.item_dropped)
         crawler.signals.connect(self._item_lost, signal=signals.item_error)
@@ -118,6 +118,11 @@ class ContentDedupPipeline:
         self.canonicals = canonical_map(self.crawler)
 
     def close_spider(self) -> None:
+        if self._held:
+            # A later pipeline returned another object than it was given: the
+            # item came out, but its text is not recorded for later runs.
+            self.stats.inc_value("dedup/items/unrecorded", len(self._held))
+            self._held.clear()
         if self.store is not None:
             release_store(self.crawler)
             self.store = None
@@ -133,18 +138,19 @@ class ContentDedupPipeline:
                 self.store.discard(held)
                 raise
         if held:
-            self._held[id(item)] = held
+            # The item itself is kept too: its id must not be reused meanwhile.
+            self._held[id(item)] = (item, held)
         return result
 
     def _item_done(self, item: Any) -> None:
-        held = self._held.pop(id(item), None)
-        if held is not None and self.store is not None:
-            self.store.release(held)
+        entry = self._held.pop(id(item), None)
+        if entry is not None and self.store is not None:
+            self.store.release(entry[1])
 
     def _item_lost(self, item: Any) -> None:
-        held = self._held.pop(id(item), None)
-        if held is not None and self.store is not None:
-            self.store.discard(held)
+        entry = self._held.pop(id(item), None)
+        if entry is not None and self.store is not None:
+            self.store.discard(entry[1])
 
     def _process(self, item: Any) -> Any:
         assert self.store is not None and self.canonicals is not None
