@@ -13,11 +13,13 @@ key                           field -> value                             written
 ``P:f:<byte, hex>``           64-bit canonical key -> fingerprints       append (Lua)
 ============================  =========================================  ==================
 
-URL keys live in 65,536 small hashes, which Redis keeps as compact listpacks
-(until a hash passes ``hash-max-listpack-entries``, 128 by default: about 8M
-URLs per namespace), at about 16 bytes per URL. Every key name hashes to its
-own cluster slot (no ``{hash tag}``), so a namespace spreads over all nodes of
-a Redis Cluster, and every script touches one key.
+URL keys live in up to 65,536 small hashes, which Redis keeps as compact
+listpacks until a hash passes ``hash-max-listpack-entries`` (128 by default:
+about 8M URLs per namespace). Measured with ``MEMORY USAGE``: 26 bytes a URL at
+1M URLs, 50 at 200k, 89 at 50k (each hash costs about 95 bytes of its own).
+Every key name hashes to its own cluster slot (no ``{hash tag}``), so a
+namespace spreads over all nodes of a Redis Cluster, and every script touches
+one key.
 
 Atomicity: a URL key and a text digest are each set by one script on one key,
 so when several workers record the same one at once exactly one wins. A near

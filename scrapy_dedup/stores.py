@@ -384,7 +384,7 @@ class SqliteStore(MemoryStore):
         self._holding: list[tuple[str, tuple[Any, ...]]] | None = None
         self._last_commit = time.monotonic()
         self._near_loaded: set[str] = set()
-        self._kept: set[int] = set()
+        self._kept = CompactMap()  # keys written by keep_url() in this run
         self._frontier: list[str] = []
         self._closed = False
         #: Called with the StoreError of a failed batch write, instead of raising
@@ -556,7 +556,7 @@ class SqliteStore(MemoryStore):
         first = self._urls.setdefault(key, info)
         if (first is not None and first & PREVIOUS_RUN) or key in self._kept:
             return  # on disk already
-        self._kept.add(key)
+        self._kept.setdefault(key, 1)
         self._write("urls", (self._ns, _signed(key), (first or info) & ~PREVIOUS_RUN))
 
     def add_content(self, digest: bytes, url: str) -> str | None:
