@@ -280,8 +280,9 @@ def acquire_store(crawler: Crawler) -> GuardedStore:
             raise
         shared = _SHARED[crawler] = _Shared(store)
         # A component that is never closed (scrapy-redis's Scheduler does not
-        # close its dupefilter) must not keep the store open past the crawl.
-        crawler.signals.connect(shared.close, signal=signals.spider_closed)
+        # close its dupefilter) must not keep the store open past the crawl;
+        # engine_stopped comes after every spider_closed handler has written.
+        crawler.signals.connect(shared.close, signal=signals.engine_stopped)
         crawler.signals.connect(shared.start_flushing, signal=signals.spider_opened)
     shared.users += 1
     return shared.store

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+import scrapy
 from scrapy import signals
 from scrapy.utils.defer import deferred_f_from_coro_f
 
@@ -425,3 +426,38 @@ def test_an_unreachable_redis_stops_scrapy_crawl_with_one_clear_error() -> None:
     assert f"redis://:***@127.0.0.1:{port}/0" in errors[0]
     assert "secret" not in result.stderr
     assert "Crawled (" not in result.stderr  # nothing was fetched
+
+
+class PersistSpider(NewsSpider):
+    """Marks list 1 as done once fetched (it gives no item of its own) and the
+    first story as fetched again by every run (it gives one)."""
+
+    name = "persist"
+
+    def parse(self, response: Any) -> Any:
+        for output in super().parse(response):
+            if isinstance(output, scrapy.Request):
+                path = urlsplit(output.url).path
+                if path == "/list/1":
+                    output.meta["dedup_persist"] = True
+                elif path == "/article/chain-1":
+                    output.meta["dedup_persist"] = False
+            yield output
+
+
+@deferred_f_from_coro_f
+async def test_dedup_persist_meta_overrides_what_later_runs_skip(
+    news: tuple[Site, dict[str, str]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    site, _ = news
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
+    await crawl(PersistSpider, settings, start=site.url("/"))
+    site.reset()
+    second = await crawl(PersistSpider, settings, start=site.url("/"))
+    # "/" gives no item (fetched again); list 1 is done (dedup_persist=True), and
+    # so the rest of the lists are not reached; chain-1 is fetched again
+    # (dedup_persist=False), chain-2 gave an item and is skipped.
+    assert site.fetched() == ["/", "/article/chain-1"]
+    # /list/1 and /list/1?utm_medium=home, chain-2
+    assert second.stats["dedup/url/filtered/previous_run"] == 3
+    assert "ERROR" not in caplog.text
