@@ -320,6 +320,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
         from scrapy_dedup.frontier import request_to_json
 
         text, simplified = request_to_json(request, self.crawler.spider)
+        if text is None:
+            self._stats.inc("dedup/frontier/unsaved")
+            return
         if simplified:
             self._stats.inc("dedup/frontier/simplified")
         self.store.add_pending(key, text)

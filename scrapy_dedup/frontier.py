@@ -11,9 +11,10 @@ requests of the earlier run back in, so nothing the earlier run had found is
 lost.
 
 Requests are kept as JSON (``Request.to_dict``): callbacks by name, meta and
-``cb_kwargs`` values that JSON can hold; a request that cannot be written
-that way is kept without the parts that cannot (counted in
-``dedup/frontier/simplified``). Nothing is unpickled or imported from the file.
+``cb_kwargs`` values that JSON can hold; a request is kept without the values
+that JSON cannot hold (``dedup/frontier/simplified``), and not at all when
+its callback is not a spider method (``dedup/frontier/unsaved``). Nothing is
+unpickled or imported from the file.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.asyncio import call_later
 from scrapy.utils.request import request_from_dict
 
 from scrapy_dedup._crawler_store import acquire_store, release_store
@@ -70,17 +72,22 @@ def _unjson(value: Any) -> Any:
     return value
 
 
-def request_to_json(request: Request, spider: Any) -> tuple[str, bool]:
+def request_to_json(request: Request, spider: Any) -> tuple[str | None, bool]:
     """``(JSON, simplified)``: the request as ``Request.to_dict`` gives it,
     without its class (always rebuilt as a plain ``Request``); meta and
-    ``cb_kwargs`` entries JSON cannot hold are left out (``simplified``)."""
-    simplified = False
+    ``cb_kwargs`` entries JSON cannot hold are left out (``simplified``).
+    ``None`` for a request whose callback is not a spider method: it could
+    only come back with the wrong callback."""
     try:
         data = request.to_dict(spider=spider)
-    except ValueError:  # a callback that is not a spider method
-        data = request.replace(callback=None, errback=None).to_dict(spider=spider)
-        simplified = True
+    except ValueError:
+        return None, True
+    simplified = False
     data.pop("_class", None)
+    data["headers"] = {
+        key.decode("latin-1"): [value.decode("latin-1") for value in values]
+        for key, values in (data.get("headers") or {}).items()
+    }
     for name in ("meta", "cb_kwargs"):
         kept = {}
         for key, value in (data.get(name) or {}).items():
@@ -113,10 +120,11 @@ def request_from_json(text: str, spider: Any) -> Request | None:
 @dataclass
 class _Page:
     key: int
-    outstanding: int = 0
-    items: int = 0
+    response: Any  # held, so its id() is not reused while the page is tracked
+    outstanding: int = 0  # outputs not yet scheduled, filtered or out of the pipelines
+    kept: int = 0  # items scraped, or dropped as duplicates of a kept text
     finished: bool = False
-    response: Any = None
+    settling: bool = False
 
 
 class DedupFrontierMiddleware:
@@ -135,15 +143,14 @@ class DedupFrontierMiddleware:
         self.canonicalizer = build_canonicalizer(crawler.settings)
         self.fingerprinter = custom_fingerprinter(crawler)
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
-        self._requests: dict[int, _Page] = {}  # id(request yielded) -> its page
-        self._items: dict[int, tuple[Any, _Page]] = {}  # id(item) -> (item, its page)
+        self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
         self.store.tracks_pages = True  # the dupefilter leaves recording to us
         connect = crawler.signals.connect
         connect(self._request_out, signal=signals.request_scheduled)
         connect(self._request_out, signal=signals.request_dropped)
-        connect(self._item_out, signal=signals.item_scraped)
-        connect(self._item_out, signal=signals.item_dropped)
-        connect(self._item_out, signal=signals.item_error)
+        connect(self._item_scraped, signal=signals.item_scraped)
+        connect(self._item_dropped, signal=signals.item_dropped)
+        connect(self._item_error, signal=signals.item_error)
         connect(self._spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -171,50 +178,65 @@ class DedupFrontierMiddleware:
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
     ) -> AsyncIterator[Any]:
-        page = self._page(response)
-        try:
-            async for output in result:
-                page.outstanding += 1
-                if isinstance(output, Request):
-                    self._requests[id(output)] = page
-                else:
-                    page.items += 1
-                    self._items[id(output)] = (output, page)
-                yield output
-        except BaseException:
-            page.outstanding = -(10**9)  # a failed callback: fetched again next run
-            raise
-        page.finished = True
-        self._settle(page, response)
-
-    def _page(self, response: Response) -> _Page:
         page = self._pages.get(id(response))
         if page is None:
             assert response.request is not None
             key, _, _ = request_key(response.request, self.canonicalizer, self.fingerprinter)
             page = self._pages[id(response)] = _Page(key, response=response)
-        return page
+        try:
+            async for output in result:
+                page.outstanding += 1
+                if isinstance(output, Request):
+                    self._requests[id(output)] = (output, page)
+                yield output
+        except BaseException:
+            # A failed callback: the page stays in the frontier, fetched again next run.
+            self._pages.pop(id(response), None)
+            raise
+        page.finished = True
+        self._maybe_settle(page)
 
     def _request_out(self, request: Request) -> None:
-        page = self._requests.pop(id(request), None)
-        if page is not None:
-            page.outstanding -= 1
-            self._settle(page, page.response)
-
-    def _item_out(self, item: Any) -> None:
-        entry = self._items.pop(id(item), None)
+        entry = self._requests.pop(id(request), None)
         if entry is not None:
             entry[1].outstanding -= 1
-            self._settle(entry[1], entry[1].response)
+            self._maybe_settle(entry[1])
 
-    def _settle(self, page: _Page, response: Response) -> None:
-        if not page.finished or page.outstanding != 0:
+    def _item_scraped(self, item: Any, response: Response | None) -> None:
+        self._item_out(response, kept=True)
+
+    def _item_dropped(self, item: Any, response: Response | None, exception: Any) -> None:
+        # A duplicate's text is kept under another URL: that counts as kept.
+        self._item_out(response, kept=getattr(exception, "dedup_duplicate", False))
+
+    def _item_error(self, item: Any, response: Response | None) -> None:
+        self._item_out(response, kept=False)
+
+    def _item_out(self, response: Response | None, *, kept: bool) -> None:
+        # Items are matched by their response: a pipeline may return another object.
+        page = self._pages.get(id(response)) if response is not None else None
+        if page is not None:
+            page.outstanding -= 1
+            page.kept += kept
+            self._maybe_settle(page)
+
+    def _maybe_settle(self, page: _Page) -> None:
+        if page.finished and page.outstanding <= 0 and not page.settling:
+            page.settling = True
+            # Not now: Scrapy sends request_scheduled before the scheduler asks
+            # the filter (which writes the request's pending row), and the
+            # pipeline releases an item's text after this handler. On the next
+            # tick both are written, so the page's record comes after them.
+            call_later(0, self._settle, page)
+
+    def _settle(self, page: _Page) -> None:
+        response = page.response
+        if self._pages.get(id(response)) is not page:
             return
-        self._pages.pop(id(response), None)
+        del self._pages[id(response)]
         request = response.request
-        assert request is not None
         persist = request.meta.get("dedup_persist")
-        if persist is not False and (page.items or persist is True):
+        if persist is not False and (page.kept or persist is True):
             keep_page(self.store, request, self.canonicalizer, self.fingerprinter)
         self.store.done_pending(page.key)
         for url in request.meta.get("redirect_urls", ()):
@@ -223,6 +245,13 @@ class DedupFrontierMiddleware:
                 self.store.done_pending(hop)
 
     def _spider_closed(self, reason: str) -> None:
+        # Pages about to settle settle now; pages whose outputs never all came
+        # out (a request dropped by a spider middleware below this one) stay in
+        # the frontier.
+        for page in [p for p in self._pages.values() if p.settling]:
+            self._settle(page)
+        self._pages.clear()
+        self._requests.clear()
         if reason == "finished":
             # Every request was processed: the frontier holds only those whose
             # outputs were dropped on the way (download errors, offsite...).

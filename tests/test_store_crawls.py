@@ -4,6 +4,7 @@ a Redis Cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -461,3 +462,78 @@ async def test_dedup_persist_meta_overrides_what_later_runs_skip(
     # /list/1 and /list/1?utm_medium=home, chain-2
     assert second.stats["dedup/url/filtered/previous_run"] == 3
     assert "ERROR" not in caplog.text
+
+
+class AsyncChainSpider(NewsSpider):
+    """Yields a story's item first and its links after an await, as an async
+    callback that fetches something else in between would."""
+
+    name = "async-chain"
+
+    async def parse(self, response: Any) -> Any:  # type: ignore[override]
+        outputs = list(super().parse(response))
+        for output in outputs:
+            if not isinstance(output, scrapy.Request):
+                yield output
+        await asyncio.sleep(0.01)
+        for output in outputs:
+            if isinstance(output, scrapy.Request):
+                yield output
+
+
+class CopyAndDropPipeline:
+    """Returns a copy of every item (a new object) and drops chain-5's."""
+
+    def process_item(self, item: Any) -> Any:
+        if item["url"].endswith("/article/chain-5"):
+            raise scrapy.exceptions.DropItem("not wanted")
+        return dict(item)
+
+
+@deferred_f_from_coro_f
+async def test_frontier_records_a_page_only_after_its_links_and_items_are_safe(
+    news: tuple[Site, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every commit must leave the file resumable: a recorded story's next
+    story is recorded, pending, or was pending and is done. Commits are forced
+    after every write."""
+    site, _ = news
+    from scrapy_dedup.stores import SqliteStore
+
+    chain = [
+        url_key("GET", canonicalize_url(site.url(f"/article/chain-{n}"))) for n in range(1, 13)
+    ]
+    broken: list[int] = []
+    was_pending: set[int] = set()  # done pages leave the frontier: their links are safe
+    original_init, original_flush = SqliteStore.__init__, SqliteStore.flush
+
+    def init(self: SqliteStore, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **{**kwargs, "batch": 1})
+
+    def flush(self: SqliteStore) -> None:
+        original_flush(self)
+        db = self._db
+        urls = {k & ((1 << 64) - 1) for (k,) in db.execute("SELECT key FROM urls")}
+        pending = {k & ((1 << 64) - 1) for (k,) in db.execute("SELECT key FROM pending")}
+        was_pending.update(pending)
+        # A next story that is neither recorded nor waiting, and never waited: lost.
+        broken.extend(
+            n + 1 for n in range(11) if chain[n] in urls and chain[n + 1] not in urls | was_pending
+        )
+
+    monkeypatch.setattr(SqliteStore, "__init__", init)
+    monkeypatch.setattr(SqliteStore, "flush", flush)
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db",
+        "ITEM_PIPELINES": {CopyAndDropPipeline: 100},  # before the dedup pipeline (300)
+    }
+    result = await crawl(AsyncChainSpider, settings, start=site.url("/"))
+    assert result.stats["finish_reason"] == "finished"
+    assert broken == []
+    with sqlite3.connect(tmp_path / "dedup.db") as db:
+        urls = {k & ((1 << 64) - 1) for (k,) in db.execute("SELECT key FROM urls")}
+    db.close()
+    # Pages whose item came out are recorded, though a pipeline returned a copy;
+    # chain-5's item was dropped by another pipeline: it is fetched again next run.
+    assert [n + 1 for n in range(12) if chain[n] not in urls] == [5]
