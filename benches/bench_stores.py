@@ -51,11 +51,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import gc
 import hashlib
 import os
-import platform
 import random
 import sqlite3
 import sys
@@ -73,7 +71,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(ROOT)]  # bench_url_st
 import numpy as np  # noqa: E402
 import redis  # noqa: E402
 import scrapy  # noqa: E402
-from bench_url_stage import _version, make_urls, table, unique_url_batches  # noqa: E402
+from bench_url_stage import _version, make_urls, print_machine, table, unique_url_batches  # noqa: E402
 from scrapy import Request, Spider  # noqa: E402
 from scrapy.dupefilters import RFPDupeFilter  # noqa: E402
 from scrapy.utils.misc import build_from_crawler  # noqa: E402
@@ -903,10 +901,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     print("scrapy-dedup store benchmark")
-    print(f"  date      {datetime.date.today().isoformat()}")
-    impl, pyver = platform.python_implementation(), platform.python_version()
-    print(f"  python    {impl} {pyver} ({sys.platform})")
-    print(f"  cpus      {os.cpu_count()}  ({platform.machine()}, {platform.processor() or '?'})")
+    print_machine()
     print(
         f"  versions  scrapy {scrapy.__version__}   redis-py {redis.__version__}   "
         f"numpy {np.__version__}   sqlite {sqlite3.sqlite_version}   "

@@ -414,6 +414,14 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(("  " + line).rstrip() for line in lines)
 
 
+def print_machine() -> None:
+    """The header lines every benchmark prints: date, Python, CPUs."""
+    print(f"  date      {datetime.date.today().isoformat()}")
+    impl, pyver = platform.python_implementation(), platform.python_version()
+    print(f"  python    {impl} {pyver} ({sys.platform})")
+    print(f"  cpus      {os.cpu_count()}  ({platform.machine()}, {platform.processor() or '?'})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="requests timed (default 100000)")
@@ -435,10 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     print("scrapy-dedup URL stage benchmark")
-    print(f"  date      {datetime.date.today().isoformat()}")
-    impl, pyver = platform.python_implementation(), platform.python_version()
-    print(f"  python    {impl} {pyver} ({sys.platform})")
-    print(f"  cpus      {os.cpu_count()}  ({platform.machine()}, {platform.processor() or '?'})")
+    print_machine()
     print(
         f"  scrapy    {scrapy.__version__}   w3lib {_version('w3lib')}   "
         f"scrapy_dedup {_version('scrapy-dedup')} ({os.path.dirname(scrapy_dedup.__file__)})"
