@@ -1,7 +1,7 @@
 """Near-duplicate quality: recall per edit kind and false drops, per method.
 
 Runs the content stage's decision (exact digest, then the near-duplicate
-method) on the labelled pairs of ``tests/neardup_corpus.py`` (real English
+method) on the labelled pairs of ``tests/text/neardup_corpus.py`` (real English
 text: the Python language reference, stdlib docstrings, hand-written press
 releases and product pages). For each pair a fresh store keeps ``a``, then
 ``b`` arrives: a positive pair is caught when ``b`` is judged a duplicate, a
@@ -23,10 +23,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scrapy_dedup.near import MinHashMethod, NearMethod, SimhashMethod
+from scrapy_dedup.text.near import MinHashMethod, NearMethod, SimhashMethod
 from scrapy_dedup.stores import MemoryStore
 from scrapy_dedup.text import content_digest
-from tests.neardup_corpus import (
+from tests.text.neardup_corpus import (
     KINDS_NEGATIVE,
     KINDS_POSITIVE,
     Pair,

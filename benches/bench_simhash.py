@@ -7,7 +7,7 @@ Run from the repository root::
 
 Two measurements, each with its anchor in the same run:
 
-1. ``simhash`` time per 1000-word document: ``scrapy_dedup.fingerprint.simhash``
+1. ``simhash`` time per 1000-word document: ``scrapy_dedup.text.simhash``
    against the recipe's pure-Python ``simhash`` (copied verbatim below). The
    documents are consecutive 1000-word chunks of the pydoc topics that ship with
    CPython (``pydoc_data.topics``), real English with some non-ASCII punctuation.
@@ -39,8 +39,8 @@ from pydoc_data.topics import topics
 
 import numpy as np
 
-from scrapy_dedup.fingerprint import simhash as our_simhash
-from scrapy_dedup.index import SimhashIndex
+from scrapy_dedup.text import simhash as our_simhash
+from scrapy_dedup.text.simhash_index import SimhashIndex
 
 # --- The recipe's reference simhash, copied verbatim ---------------------------
 
@@ -92,7 +92,7 @@ def bench_simhash(repeat: int) -> None:
     recipe = best_time(lambda: [simhash(doc) for doc in recipe_docs], max(2, repeat // 3))
     recipe /= len(recipe_docs)
     print(f"  recipe simhash (md5, pure Python): {recipe * 1e6:9.1f} us/doc")
-    print(f"  scrapy_dedup.fingerprint:              {ours * 1e6:9.1f} us/doc")
+    print(f"  scrapy_dedup.text.simhash:            {ours * 1e6:9.1f} us/doc")
     verdict = "meets" if recipe / ours >= 40 else "MISSES"
     print(f"  speedup: {recipe / ours:.1f}x  ({verdict} the >= 40x target)")
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from scrapy_dedup.dupefilter import CanonicalDupeFilter
 from scrapy_dedup.frontier import DedupFrontierMiddleware
-from scrapy_dedup.middleware import RelCanonicalMiddleware
 from scrapy_dedup.pipeline import ContentDedupPipeline
+from scrapy_dedup.relcanonical import RelCanonicalMiddleware
 
 __all__ = ["DedupAddon"]
 

@@ -19,8 +19,6 @@ unpickled or imported from the file.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,93 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.asyncio import call_later
-from scrapy.utils.request import request_from_dict
 
-from scrapy_dedup._crawler_store import acquire_store, release_store
-from scrapy_dedup.dupefilter import (
-    build_canonicalizer,
-    custom_fingerprinter,
-    hop_key,
-    keep_page,
-    request_key,
-)
+from scrapy_dedup.serialize import request_from_json
+from scrapy_dedup.state import CrawlState
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
 
-__all__ = ["DedupFrontierMiddleware", "request_from_json", "request_to_json"]
+__all__ = ["DedupFrontierMiddleware"]
 
 logger = logging.getLogger(__name__)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return {"__bytes__": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    raise TypeError(type(value).__name__)
-
-
-def _unjson(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__bytes__"}:
-            return base64.b64decode(value["__bytes__"])
-        return {k: _unjson(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unjson(v) for v in value]
-    return value
-
-
-def request_to_json(request: Request, spider: Any) -> tuple[str | None, bool]:
-    """``(JSON, simplified)``: the request as ``Request.to_dict`` gives it,
-    without its class (always rebuilt as a plain ``Request``); meta and
-    ``cb_kwargs`` entries JSON cannot hold are left out (``simplified``).
-    ``None`` for a request whose callback is not a spider method: it could
-    only come back with the wrong callback."""
-    try:
-        data = request.to_dict(spider=spider)
-    except ValueError:
-        return None, True
-    simplified = False
-    data.pop("_class", None)
-    data["headers"] = {
-        key.decode("latin-1"): [value.decode("latin-1") for value in values]
-        for key, values in (data.get("headers") or {}).items()
-    }
-    for name in ("meta", "cb_kwargs"):
-        kept = {}
-        for key, value in (data.get(name) or {}).items():
-            try:
-                kept[key] = _jsonable(value)
-            except TypeError:
-                simplified = True
-        data[name] = kept
-    for name, value in list(data.items()):
-        if name not in ("meta", "cb_kwargs"):
-            try:
-                data[name] = _jsonable(value)
-            except TypeError:
-                data.pop(name)
-                simplified = True
-    return json.dumps(data, separators=(",", ":")), simplified
-
-
-def request_from_json(text: str, spider: Any) -> Request | None:
-    """The request :func:`request_to_json` wrote; ``None`` when it cannot be
-    rebuilt (a callback the spider no longer has)."""
-    try:
-        data = _unjson(json.loads(text))
-        data.pop("_class", None)
-        return request_from_dict(data, spider=spider)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
 
 
 @dataclass
@@ -124,7 +47,6 @@ class _Page:
     outstanding: int = 0  # outputs not yet scheduled, filtered or out of the pipelines
     kept: int = 0  # items scraped, or dropped as duplicates of a kept text
     finished: bool = False
-    settling: bool = False
 
 
 class DedupFrontierMiddleware:
@@ -133,18 +55,21 @@ class DedupFrontierMiddleware:
     feeds an interrupted run's unfinished requests to the next one. Only
     active with a store that persists kept pages (SQLite)."""
 
+    #: Read by :class:`~scrapy_dedup.state.CrawlState`: with this middleware
+    #: enabled, the dupefilter leaves recording pages to it.
+    dedup_records_pages = True
+
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.store = acquire_store(crawler)
-        if not self.store.persists_kept:
-            release_store(crawler)
-            raise NotConfigured("only stores that persist kept pages need a frontier (SQLite)")
+        state = CrawlState.of(crawler)
+        if not state.store.persists_kept:
+            # The normal case with a memory or Redis store: nothing to say.
+            raise NotConfigured
+        self.store = state.store
+        self.keys = state.keys
         self.stats = crawler.stats
-        self.canonicalizer = build_canonicalizer(crawler.settings)
-        self.fingerprinter = custom_fingerprinter(crawler)
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
-        self.store.tracks_pages = True  # the dupefilter leaves recording to us
         connect = crawler.signals.connect
         connect(self._request_out, signal=signals.request_scheduled)
         connect(self._request_out, signal=signals.request_dropped)
@@ -181,7 +106,7 @@ class DedupFrontierMiddleware:
         page = self._pages.get(id(response))
         if page is None:
             assert response.request is not None
-            key, _, _ = request_key(response.request, self.canonicalizer, self.fingerprinter)
+            key = self.keys.of(response.request).key
             page = self._pages[id(response)] = _Page(key, response=response)
         try:
             async for output in result:
@@ -221,39 +146,33 @@ class DedupFrontierMiddleware:
             self._maybe_settle(page)
 
     def _maybe_settle(self, page: _Page) -> None:
-        if page.finished and page.outstanding <= 0 and not page.settling:
-            page.settling = True
-            # Not now: Scrapy sends request_scheduled before the scheduler asks
-            # the filter (which writes the request's pending row), and the
-            # pipeline releases an item's text after this handler. On the next
-            # tick both are written, so the page's record comes after them.
-            call_later(0, self._settle, page)
+        # No need to wait: what the page led to is recorded in this same
+        # reactor turn (Scrapy sends request_scheduled just before the filter
+        # writes the request's pending row; the pipeline releases an item's
+        # texts at item_scraped), and the store commits a turn's records
+        # together (CrawlState._flush_soon).
+        if page.finished and page.outstanding <= 0:
+            self._settle(page)
 
     def _settle(self, page: _Page) -> None:
         response = page.response
-        if self._pages.get(id(response)) is not page:
+        if self._pages.pop(id(response), None) is not page:
             return
-        del self._pages[id(response)]
         request = response.request
         persist = request.meta.get("dedup_persist")
         if persist is not False and (page.kept or persist is True):
-            keep_page(self.store, request, self.canonicalizer, self.fingerprinter)
+            for key, info in self.keys.page(request):
+                self.store.keep_url(key, info)
         self.store.done_pending(page.key)
-        for url in request.meta.get("redirect_urls", ()):
-            hop = hop_key(request, url, self.canonicalizer, self.fingerprinter)
-            if hop is not None:
-                self.store.done_pending(hop)
+        for hop in self.keys.hops(request):
+            self.store.done_pending(hop)
 
     def _spider_closed(self, reason: str) -> None:
-        # Pages about to settle settle now; pages whose outputs never all came
-        # out (a request dropped by a spider middleware below this one) stay in
-        # the frontier.
-        for page in [p for p in self._pages.values() if p.settling]:
-            self._settle(page)
+        # Pages whose outputs never all came out (a request dropped by a spider
+        # middleware below this one) stay in the frontier.
         self._pages.clear()
         self._requests.clear()
         if reason == "finished":
             # Every request was processed: the frontier holds only those whose
             # outputs were dropped on the way (download errors, offsite...).
             self.store.clear_pending()
-        release_store(self.crawler)

@@ -9,16 +9,15 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
-from scrapy_dedup import defaults
-from scrapy_dedup._crawler_store import CanonicalMap, acquire_store, canonical_map, release_store
-from scrapy_dedup.minhash import jaccard_estimate
-from scrapy_dedup.near import MinHashMethod, NearMethod, make_method
-from scrapy_dedup.text import content_digest, extract_text
+from scrapy_dedup.state import CrawlState
+from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
+from scrapy_dedup.text.minhash import jaccard_estimate
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from typing_extensions import Self
 
+    from scrapy_dedup.state import CanonicalMap
     from scrapy_dedup.stores import DedupStore
 
 __all__ = ["ContentDedupPipeline", "DuplicateItem"]
@@ -44,59 +43,33 @@ class ContentDedupPipeline:
     """
 
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
-        if not settings.getbool(
-            "DEDUP_CONTENT_ENABLED", defaults.DEFAULTS["DEDUP_CONTENT_ENABLED"]
-        ):
+        self.state = CrawlState.of(crawler)
+        config = self.state.config
+        if not config.content_enabled:
             raise NotConfigured("DEDUP_CONTENT_ENABLED is False")
         self.crawler = crawler
-        self.text_fields = _field_list(settings, "DEDUP_TEXT_FIELD")
-        self.url_field = settings.get("DEDUP_URL_FIELD") or defaults.DEFAULTS["DEDUP_URL_FIELD"]
-        self.fetched_url_field = (
-            settings.get("DEDUP_FETCHED_URL_FIELD") or defaults.DEFAULTS["DEDUP_FETCHED_URL_FIELD"]
+        self.text_fields = list(config.text_fields)
+        self.url_field = config.url_field
+        self.fetched_url_field = config.fetched_url_field
+        self.on_duplicate = config.on_duplicate
+        self.near: NearMethod | None = make_method(
+            config.near_method,
+            threshold=config.near_threshold,
+            max_distance=config.simhash_max_distance,
         )
-        self.on_duplicate = settings.get(
-            "DEDUP_ON_DUPLICATE", defaults.DEFAULTS["DEDUP_ON_DUPLICATE"]
-        )
-        if self.on_duplicate not in ("drop", "mark"):
-            raise ValueError(
-                f"DEDUP_ON_DUPLICATE must be 'drop' or 'mark', got {self.on_duplicate!r}"
-            )
-        try:
-            self.near: NearMethod | None = make_method(
-                settings.get("DEDUP_NEAR_METHOD", defaults.DEFAULTS["DEDUP_NEAR_METHOD"]),
-                threshold=settings.getfloat(
-                    "DEDUP_NEAR_THRESHOLD", defaults.DEFAULTS["DEDUP_NEAR_THRESHOLD"]
-                ),
-                max_distance=settings.getint(
-                    "DEDUP_SIMHASH_MAX_DISTANCE", defaults.DEFAULTS["DEDUP_SIMHASH_MAX_DISTANCE"]
-                ),
-            )
-        except ValueError as exc:
-            raise ValueError(f"invalid DEDUP_NEAR_* setting: {exc}") from exc
-        self.max_chars = settings.getint(
-            "DEDUP_MAX_TEXT_CHARS", defaults.DEFAULTS["DEDUP_MAX_TEXT_CHARS"]
-        )
-        self.min_words = settings.getint(
-            "DEDUP_NEAR_MIN_WORDS", defaults.DEFAULTS["DEDUP_NEAR_MIN_WORDS"]
-        )
-        if self.max_chars < 1000 or self.min_words < 1:
-            raise ValueError(
-                "DEDUP_MAX_TEXT_CHARS must be at least 1000 and DEDUP_NEAR_MIN_WORDS at least 1, "
-                f"got {self.max_chars} and {self.min_words}"
-            )
-        self.debug = settings.getbool("DEDUP_DEBUG")
+        self.max_chars = config.max_text_chars
+        self.min_words = config.near_min_words
+        self.debug = config.debug
         self.stats = crawler.stats
         self._logged_first = False
         self._warned_mark = False
-        self.canonical_similarity = settings.getfloat(
-            "DEDUP_CANONICAL_MIN_SIMILARITY", defaults.DEFAULTS["DEDUP_CANONICAL_MIN_SIMILARITY"]
-        )
-        self._filing = MinHashMethod(threshold=max(self.canonical_similarity, 0.01))
+        self.canonical_similarity = config.canonical_min_similarity
+        self._filing_method = MinHashMethod(threshold=max(self.canonical_similarity, 0.01))
         # The default near method computes the very same signature: reuse it then.
         self._filing_compatible = (
             self.near
-            if isinstance(self.near, MinHashMethod) and self.near.num_perm == self._filing.num_perm
+            if isinstance(self.near, MinHashMethod)
+            and self.near.num_perm == self._filing_method.num_perm
             else None
         )
         self.store: DedupStore | None = None
@@ -114,8 +87,8 @@ class ContentDedupPipeline:
         return cls(crawler)
 
     def open_spider(self) -> None:
-        self.store = acquire_store(self.crawler)
-        self.canonicals = canonical_map(self.crawler)
+        self.store = self.state.store
+        self.canonicals = self.state.canonicals
 
     def close_spider(self) -> None:
         if self._held:
@@ -123,9 +96,7 @@ class ContentDedupPipeline:
             # item came out, but its text is not recorded for later runs.
             self.stats.inc_value("dedup/items/unrecorded", len(self._held))
             self._held.clear()
-        if self.store is not None:
-            release_store(self.crawler)
-            self.store = None
+        self.state.flush()
 
     async def process_item(self, item: Any) -> Any:
         if self.store is None:  # used without open_spider (e.g. called directly)
@@ -153,20 +124,11 @@ class ContentDedupPipeline:
             self.store.discard(entry[1])
 
     def _process(self, item: Any) -> Any:
-        assert self.store is not None and self.canonicals is not None
+        assert self.store is not None
         adapter = ItemAdapter(item)
         url = _as_url(adapter.get(self.url_field))
-        filed = self.canonicals.get(url) if url else None
         text = extract_text(adapter, self.text_fields)
-        signature = None
-        if filed is not None and text is not None:
-            signature = self._filing.fingerprint(text[: self.max_chars])
-            if filed[1] and not self._close_to_filed(filed[2], signature):
-                # A page declared a canonical URL another page was filed under, but
-                # its items say otherwise (page 2 of a list declaring page 1): keep
-                # them under the URL they were fetched from.
-                self.stats.inc_value("dedup/canonical/ignored/content_differs")
-                filed, signature = None, None
+        filed, signature = self._filing(url, text)
         if filed is not None and filed[0] != url:
             self._file_under(adapter, filed[0], url)
             url = filed[0]
@@ -181,18 +143,9 @@ class ContentDedupPipeline:
         first = self.store.get_content(digest)
         if first is not None:
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
-        # Short texts (titles, one-line listings) get exact matching only: there,
-        # one changed word is most of the text.
-        fingerprint = None
-        if self.near is not None and len(text.split(maxsplit=self.min_words)) > self.min_words:
-            # Only the fingerprint is bounded: a 10 MB page still gets its exact
-            # digest over the whole text above.
-            sample = text if len(text) <= self.max_chars else text[: self.max_chars]
-            fingerprint = (
-                signature
-                if signature is not None and self.near is self._filing_compatible
-                else self.near.fingerprint(sample)
-            )
+        fingerprint = self._near_fingerprint(text, signature)
+        if fingerprint is not None:
+            assert self.near is not None
             match = self.store.match_near(self.near, fingerprint)
             if match is not None:
                 first, score = match
@@ -208,9 +161,40 @@ class ContentDedupPipeline:
         if fingerprint is not None:
             self.store.add_near(self.near, fingerprint, url)  # type: ignore[arg-type]
         if signature is not None and filed is not None:
-            self.store.add_filed(filed[2], self._filing.encode(signature))
+            self.store.add_filed(filed[2], self._filing_method.encode(signature))
         self.stats.inc_value("dedup/items/unique")
         return item
+
+    def _filing(self, url: str, text: str | None) -> tuple[tuple[str, bool, int] | None, Any]:
+        """``((canonical URL, filed there first by another page, its key),
+        the text's filing signature)`` of an item from the page at ``url``;
+        ``(None, None)`` for an item filed under no canonical URL."""
+        assert self.canonicals is not None
+        filed = self.canonicals.get(url) if url else None
+        if filed is None or text is None:
+            return filed, None
+        signature = self._filing_method.fingerprint(text[: self.max_chars])
+        if filed[1] and not self._close_to_filed(filed[2], signature):
+            # A page declared a canonical URL another page was filed under, but
+            # its items say otherwise (page 2 of a list declaring page 1): keep
+            # them under the URL they were fetched from.
+            self.stats.inc_value("dedup/canonical/ignored/content_differs")
+            return None, None
+        return filed, signature
+
+    def _near_fingerprint(self, text: str, signature: Any) -> Any:
+        """The near-duplicate fingerprint of ``text``, ``None`` when it is too
+        short to compare other than exactly (titles, one-line listings: there,
+        one changed word is most of the text)."""
+        if self.near is None or len(text.split(maxsplit=self.min_words)) <= self.min_words:
+            return None
+        if signature is not None and self.near is self._filing_compatible:
+            return signature
+        # Only the fingerprint is bounded: a 10 MB page still gets its exact
+        # digest over the whole text.
+        return self.near.fingerprint(
+            text if len(text) <= self.max_chars else text[: self.max_chars]
+        )
 
     def _close_to_filed(self, key: int, signature: Any) -> bool:
         """Whether an item's text resembles one of the items filed under the
@@ -219,7 +203,7 @@ class ContentDedupPipeline:
         assert self.store is not None
         for data in self.store.filed(key):
             try:
-                other = self._filing.decode(data)
+                other = self._filing_method.decode(data)
             except ValueError:  # recorded with other MinHash parameters
                 continue
             if jaccard_estimate(signature, other) >= self.canonical_similarity:
@@ -284,10 +268,3 @@ def _as_url(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return "" if value is None else str(value)
-
-
-def _field_list(settings: Any, name: str) -> list[str]:
-    fields = settings.getlist(name) if settings.get(name) else [defaults.DEFAULTS[name]]
-    if not all(isinstance(f, str) and f.strip() for f in fields):
-        raise ValueError(f"{name} must be a field name or a list of names, got {fields!r}")
-    return [f.strip() for f in fields]

@@ -405,7 +405,7 @@ def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, 
     """
     import time
 
-    from tests.neardup_corpus import documents
+    from tests.text.neardup_corpus import documents
 
     texts = documents(min_words=120, max_words=300, seed=7)
     routes: dict[str, Route] = {}

@@ -26,8 +26,8 @@ import scrapy
 from scrapy import signals
 from scrapy.utils.defer import deferred_f_from_coro_f
 
-from scrapy_dedup.canonical import canonicalize_url
-from scrapy_dedup.dupefilter import url_key
+from scrapy_dedup.url import canonicalize_url
+from scrapy_dedup.keys import url_key
 from tests.conftest import crawl
 from tests.crawl_worker import NewsSpider
 from tests.redis_servers import free_port, start_redis

@@ -13,7 +13,7 @@ from typing import Any
 
 from w3lib.html import remove_comments, replace_entities, replace_tags
 
-from scrapy_dedup.fingerprint import normalize_text
+from scrapy_dedup.text.shingles import normalize_text
 
 __all__ = ["clean_text", "content_digest", "extract_text", "looks_like_html"]
 

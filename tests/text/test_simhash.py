@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_dedup.fingerprint import (
+from scrapy_dedup.text import (
     hamming,
     normalize_text,
     shingle_hashes,
     simhash,
     simhash_from_hashes,
 )
-from scrapy_dedup.index import MAX_DISTANCE, SimhashIndex
+from scrapy_dedup.text.simhash_index import MAX_DISTANCE, SimhashIndex
 
 MASK64 = (1 << 64) - 1
 WORDS = " ".join(topics[key] for key in sorted(topics)).split()

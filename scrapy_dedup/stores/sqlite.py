@@ -1,309 +1,33 @@
-"""Where dedup state lives: memory, an SQLite file or Redis. No Scrapy import.
-
-Components never talk to a database directly: they hold a store and ask it to
-record a key. Keys are 64-bit integers (hashes computed by the caller), values
-small integers the caller packs; a store only remembers the first value
-recorded for a key. :func:`open_store` builds one from a ``DEDUP_STORE`` URI.
-"""
+"""SqliteStore: memory state backed by an SQLite file. No Scrapy import."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-import re
 import sqlite3
 import time
 import zlib
-from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from scrapy_dedup.near import NearIndex, NearMethod
+from scrapy_dedup.keys import PREVIOUS_RUN
+from scrapy_dedup.stores.base import StoreError
+from scrapy_dedup.stores.compact import CompactMap
+from scrapy_dedup.stores.memory import MemoryStore
 
-__all__ = [
-    "PREVIOUS_RUN",
-    "CompactMap",
-    "DedupStore",
-    "MemoryStore",
-    "SqliteStore",
-    "StoreError",
-    "open_store",
-    "redact",
-]
+if TYPE_CHECKING:
+    from scrapy_dedup.text.near import NearIndex, NearMethod
+
+__all__ = ["SqliteStore"]
 
 logger = logging.getLogger(__name__)
 
-#: Set on the value of a URL key that an earlier run recorded (SQLite).
-PREVIOUS_RUN = 1 << 62
 _U64 = (1 << 64) - 1
-_FILED_LIMIT = 32  # a page's first items are enough to compare a later variant against
-
-
-class StoreError(Exception):
-    """A store cannot do what was asked: unreachable, corrupt, foreign..."""
-
-
-class CompactMap:
-    """A map from uint64 to uint64 in about 16-30 bytes per entry.
-
-    Python's ``set`` of 20-byte digests (Scrapy's ``RFPDupeFilter``) costs
-    about 133 bytes per entry. Here most entries sit in two sorted numpy
-    arrays searched with :func:`bisect.bisect_left`; recent ones wait in a
-    small dict that is merged in once it reaches an eighth of the arrays.
-
-    >>> m = CompactMap()
-    >>> m.setdefault(7, 1) is None, m.setdefault(7, 2), len(m)
-    (True, 1, 1)
-    """
-
-    _MIN_BUFFER = 4096
-
-    def __init__(self) -> None:
-        self._keys = np.empty(0, dtype=np.uint64)
-        self._values = np.empty(0, dtype=np.uint64)
-        self._key_view = self._keys.data
-        self._value_view = self._values.data
-        self._buffer: dict[int, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._keys) + len(self._buffer)
-
-    def __contains__(self, key: int) -> bool:
-        return self.get(key) is not None
-
-    def get(self, key: int) -> int | None:
-        value = self._buffer.get(key)
-        if value is not None:
-            return value
-        keys = self._key_view
-        i = bisect_left(keys, key)
-        if i < len(keys) and keys[i] == key:
-            return int(self._value_view[i])
-        return None
-
-    def setdefault(self, key: int, value: int) -> int | None:
-        """Record ``value`` for a new ``key`` and return ``None``; for a known
-        key change nothing and return its first value."""
-        existing = self.get(key)
-        if existing is not None:
-            return existing
-        self._buffer[key] = value
-        if len(self._buffer) >= max(self._MIN_BUFFER, len(self._keys) >> 3):
-            self._merge()
-        return None
-
-    def update(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Bulk-load pairs; for a repeated key the first value wins."""
-        self._merge()
-        keys = np.concatenate([self._keys, keys.astype(np.uint64)])
-        values = np.concatenate([self._values, values.astype(np.uint64)])
-        keys, first = np.unique(keys, return_index=True)  # first occurrence of each
-        self._set_arrays(keys, values[first])
-
-    def clear(self) -> None:
-        self._buffer.clear()
-        self._set_arrays(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64))
-
-    def _merge(self) -> None:
-        if not self._buffer:
-            return
-        new_keys = np.fromiter(self._buffer.keys(), dtype=np.uint64, count=len(self._buffer))
-        new_values = np.fromiter(self._buffer.values(), dtype=np.uint64, count=len(self._buffer))
-        order = np.argsort(new_keys)
-        new_keys, new_values = new_keys[order], new_values[order]
-        at = np.searchsorted(self._keys, new_keys)
-        self._set_arrays(
-            np.insert(self._keys, at, new_keys), np.insert(self._values, at, new_values)
-        )
-        self._buffer.clear()
-
-    def _set_arrays(self, keys: np.ndarray, values: np.ndarray) -> None:
-        self._key_view.release()
-        self._value_view.release()
-        self._keys, self._values = keys, values
-        self._key_view = self._keys.data
-        self._value_view = self._values.data
-
-    def nbytes(self) -> int:
-        """Bytes held by the arrays (the dict buffer not counted)."""
-        return int(self._keys.nbytes + self._values.nbytes)
-
-
-class DedupStore:
-    """The interface every store implements (the components' only way to state).
-
-    URL keys: ``add_url(key, info)`` records a request key and returns
-    ``None`` when it is new, else the ``info`` recorded with it first.
-    Content: ``add_content`` does the same for exact text digests, remembering
-    the first URL; ``match_or_add_near`` returns the kept document a
-    fingerprint is a near duplicate of, or keeps it. rel=canonical:
-    ``add_filed``/``filed`` keep the encoded fingerprints of items filed under
-    a canonical URL.
-
-    A store that outlives the run may hold some writes back until the item
-    that caused them is safely out of the pipeline: writes made inside
-    :meth:`hold` become durable on :meth:`release` and are forgotten on
-    :meth:`discard` (they still count for the rest of this run).
-    """
-
-    #: Whether URL keys survive the run only for pages whose items were kept
-    #: (:meth:`keep_url`), not every key seen (SQLite; see the README).
-    persists_kept = False
-
-    def add_url(self, key: int, info: int) -> int | None:
-        raise NotImplementedError
-
-    def get_url(self, key: int) -> int | None:
-        raise NotImplementedError
-
-    def keep_url(self, key: int, info: int) -> None:
-        """Record ``key`` as done for later runs: its page's items were kept."""
-        self.add_url(key, info)
-
-    def url_count(self) -> int:
-        raise NotImplementedError
-
-    def get_content(self, digest: bytes) -> str | None:
-        raise NotImplementedError
-
-    def add_content(self, digest: bytes, url: str) -> str | None:
-        raise NotImplementedError
-
-    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
-        """``(URL, score)`` of the kept document ``fingerprint`` is nearest to,
-        among its near duplicates; ``None`` when it has none."""
-        raise NotImplementedError
-
-    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
-        """Keep ``fingerprint`` as the document at ``url``."""
-        raise NotImplementedError
-
-    def match_or_add_near(
-        self, method: NearMethod, fingerprint: Any, url: str
-    ) -> tuple[str, Any] | None:
-        """:meth:`match_near`, and :meth:`add_near` when there is no match."""
-        match = self.match_near(method, fingerprint)
-        if match is None:
-            self.add_near(method, fingerprint, url)
-        return match
-
-    def add_filed(self, key: int, data: bytes) -> bool:
-        """Remember an (encoded) fingerprint of an item filed under the
-        canonical URL ``key``; the first few per URL are kept (``True``)."""
-        raise NotImplementedError
-
-    def filed(self, key: int) -> list[bytes]:
-        """The encoded fingerprints of items filed under the canonical URL ``key``."""
-        raise NotImplementedError
-
-    # The frontier of a store that outlives the run (SQLite): requests
-    # scheduled but not yet done, fed again to the next run after a crash.
-    def add_pending(self, key: int, request: str) -> None:
-        """Remember a scheduled request (serialized) until :meth:`done_pending`."""
-
-    def done_pending(self, key: int) -> None:
-        """The request of ``key`` was processed: its outputs are out."""
-
-    def pending_requests(self) -> list[str]:
-        """Requests an earlier run scheduled and never finished."""
-        return []
-
-    def clear_pending(self) -> None:
-        """Forget the frontier (the run finished)."""
-
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[Any]:
-        """Writes made inside wait for :meth:`release` of the token yielded."""
-        yield None
-
-    def release(self, token: Any) -> None:
-        """Make the writes held under ``token`` durable."""
-
-    def discard(self, token: Any) -> None:
-        """Forget the writes held under ``token`` (they are not persisted)."""
-
-    def clear(self, urls_only: bool = False) -> None:
-        """Forget the namespace's URL keys, or everything it holds."""
-        raise NotImplementedError
-
-    def ping(self) -> None:
-        """Raise :class:`StoreError` unless the store answers."""
-
-    def flush(self) -> None:
-        """Make what was recorded durable (where the store persists at all)."""
-
-    def close(self) -> None:
-        """Flush and release resources; the store is not used afterwards."""
-
-
-class MemoryStore(DedupStore):
-    """In-process state, gone when the process ends."""
-
-    def __init__(self) -> None:
-        self._urls = CompactMap()
-        self._content: dict[bytes, str] = {}
-        self._near: dict[str, tuple[NearIndex, list[str]]] = {}
-        self._filed: dict[int, list[bytes]] = {}
-
-    def add_url(self, key: int, info: int) -> int | None:
-        return self._urls.setdefault(key, info)
-
-    def get_url(self, key: int) -> int | None:
-        return self._urls.get(key)
-
-    def url_count(self) -> int:
-        return len(self._urls)
-
-    def get_content(self, digest: bytes) -> str | None:
-        return self._content.get(digest)
-
-    def add_content(self, digest: bytes, url: str) -> str | None:
-        first = self._content.get(digest)
-        if first is None:
-            self._content[digest] = url
-        return first
-
-    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
-        index, urls = self._near_state(method)
-        matches = index.query(fingerprint)
-        if matches:
-            doc, score = matches[0]
-            return urls[doc], score
-        return None
-
-    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
-        index, urls = self._near_state(method)
-        index.add(fingerprint, len(urls))
-        urls.append(url)
-
-    def _near_state(self, method: NearMethod) -> tuple[NearIndex, list[str]]:
-        state = self._near.get(method.name)
-        if state is None:
-            state = self._near[method.name] = (method.new_index(), [])
-        return state
-
-    def add_filed(self, key: int, data: bytes) -> bool:
-        filed = self._filed.setdefault(key, [])
-        if len(filed) >= _FILED_LIMIT:
-            return False
-        filed.append(data)
-        return True
-
-    def filed(self, key: int) -> list[bytes]:
-        return self._filed.get(key, [])
-
-    def clear(self, urls_only: bool = False) -> None:
-        self._urls.clear()
-        if not urls_only:
-            self._content.clear()
-            self._near.clear()
-            self._filed.clear()
 
 
 _SCHEMA = """
@@ -323,14 +47,19 @@ CREATE TABLE IF NOT EXISTS pending (
 CREATE TABLE IF NOT EXISTS filed (
     ns INTEGER NOT NULL, key INTEGER NOT NULL, fingerprint BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS filed_by_key ON filed (ns, key);
+CREATE TABLE IF NOT EXISTS claims (
+    ns INTEGER NOT NULL, key INTEGER NOT NULL, owner INTEGER NOT NULL,
+    PRIMARY KEY (ns, key)) WITHOUT ROWID;
 """
 _APPLICATION_ID = 0x53445550  # "SDUP", in the file header: this file is ours
-_SCHEMA_VERSION = 1
+# 2: rel=canonical claims in a table of their own (version 1 kept them with the URL keys).
+_SCHEMA_VERSION = 2
 _INSERT = {
     "urls": "INSERT OR IGNORE INTO urls VALUES (?, ?, ?)",
     "content": "INSERT OR IGNORE INTO content VALUES (?, ?, ?)",
     "near": "INSERT INTO near VALUES (?, ?, ?, ?)",
     "filed": "INSERT INTO filed VALUES (?, ?, ?)",
+    "claims": "INSERT OR IGNORE INTO claims VALUES (?, ?, ?)",
     "pending": "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)",
     # Runs after the inserts of its batch: a request is done after it was scheduled.
     "done": "DELETE FROM pending WHERE ns = ? AND key = ?",
@@ -413,6 +142,31 @@ class SqliteStore(MemoryStore):
             self._unlock()
             raise
 
+    @classmethod
+    def from_uri(
+        cls, uri: str, namespace: str, *, jobdir: str | None = None, prefix: str = "dedup"
+    ) -> SqliteStore:
+        """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (as
+        in SQLAlchemy); ``%XX`` escapes are decoded, so ``%23`` is a ``#``."""
+        uri = uri.strip()
+        raw = uri[len("sqlite:///") :] if uri.lower().startswith("sqlite:///") else ""
+        if not raw:
+            raise ValueError(
+                f"DEDUP_STORE={uri!r}: write sqlite:///relative/file.db or sqlite:////abs/file.db"
+            )
+        if "?" in raw or "#" in raw:
+            raise ValueError(
+                f"DEDUP_STORE={uri!r}: an SQLite store takes no query or fragment; write a "
+                "'?' or '#' in the file name as %3F or %23"
+            )
+        path = unquote(raw)
+        if path == ":memory:" or path.startswith("file:"):
+            raise ValueError(
+                f"DEDUP_STORE={uri!r} would keep nothing on disk: use DEDUP_STORE='memory' for "
+                "state that ends with the process, or name a file"
+            )
+        return cls(path, namespace, persist="kept")
+
     # -- opening ---------------------------------------------------------
 
     def _lock(self, namespace: str) -> None:
@@ -471,6 +225,9 @@ class SqliteStore(MemoryStore):
                     "changed: move it away (or recover it with sqlite3's .recover)"
                 )
             db.execute("PRAGMA journal_mode=WAL")
+            if version < _SCHEMA_VERSION:
+                db.executescript(_SCHEMA)  # adds the tables a newer schema has
+                db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
         db.execute(
             "PRAGMA synchronous=NORMAL"
         )  # WAL + NORMAL: a killed process loses nothing committed
@@ -491,6 +248,8 @@ class SqliteStore(MemoryStore):
         self._frontier = [
             row[0] for row in db.execute("SELECT request FROM pending WHERE ns = ?", (ns,))
         ]
+        for key, owner in db.execute("SELECT key, owner FROM claims WHERE ns = ?", (ns,)):
+            self._claims.setdefault(key & _U64, owner)
         for key, data in db.execute(
             "SELECT key, fingerprint FROM filed WHERE ns = ? ORDER BY rowid", (ns,)
         ):
@@ -534,6 +293,9 @@ class SqliteStore(MemoryStore):
             self._pending_count >= self._batch
             or time.monotonic() - self._last_commit >= self._interval
         ):
+            if self.flush_due is not None:
+                self.flush_due()
+                return
             try:
                 self.flush()
             except StoreError as exc:
@@ -558,6 +320,12 @@ class SqliteStore(MemoryStore):
             return  # on disk already
         self._kept.setdefault(key, 1)
         self._write("urls", (self._ns, _signed(key), (first or info) & ~PREVIOUS_RUN))
+
+    def claim(self, key: int, owner: int) -> int | None:
+        first = super().claim(key, owner)
+        if first is None and not self.persists_kept:
+            self._write("claims", (self._ns, _signed(key), owner))
+        return first
 
     def add_content(self, digest: bytes, url: str) -> str | None:
         first = super().add_content(digest, url)
@@ -652,60 +420,3 @@ class SqliteStore(MemoryStore):
         finally:
             self._db.close()
             self._unlock()
-
-
-def redact(uri: str) -> str:
-    """``uri`` with its password replaced, for messages and logs.
-
-    >>> redact("redis://:s3cret@cache:6379/0")
-    'redis://:***@cache:6379/0'
-    """
-    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", uri)
-
-
-def open_store(
-    uri: str,
-    namespace: str,
-    *,
-    jobdir: str | None = None,
-    prefix: str = "dedup",
-    **options: Any,
-) -> DedupStore:
-    """The store a ``DEDUP_STORE`` URI names.
-
-    - ``memory``: in this process; with ``jobdir`` (Scrapy's ``JOBDIR``) kept
-      in ``<jobdir>/dedup.sqlite3`` for pause and resume;
-    - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (as in
-      SQLAlchemy);
-    - ``redis://host:port/db`` (also ``rediss://``, ``unix://``), or
-      ``redis+cluster://host:port`` for a Redis Cluster (any node).
-
-    Raises :class:`StoreError` when the store cannot be used, ``ValueError``
-    for a URI of no known kind.
-    """
-    uri = uri.strip()
-    scheme = uri.split(":", 1)[0].lower() if ":" in uri else uri.lower()
-    if scheme == "memory":
-        if jobdir:
-            return SqliteStore(Path(jobdir, "dedup.sqlite3"), namespace, persist="seen")
-        return MemoryStore()
-    if scheme == "sqlite":
-        path = unquote(urlsplit(uri).path)[1:] if uri.startswith("sqlite:///") else ""
-        if not path:
-            raise ValueError(
-                f"DEDUP_STORE={uri!r}: write sqlite:///relative/file.db or sqlite:////abs/file.db"
-            )
-        return SqliteStore(path, namespace, persist="kept", **options)
-    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
-        try:
-            from scrapy_dedup.redis_store import RedisStore
-
-            return RedisStore.from_uri(uri, namespace, prefix=prefix)
-        except ImportError as exc:
-            raise StoreError(
-                f"DEDUP_STORE={redact(uri)!r} needs redis-py: pip install 'scrapy-dedup[redis]'"
-            ) from exc
-    raise ValueError(
-        f"DEDUP_STORE={uri!r} is not a store URI: use 'memory', 'sqlite:///path.db', "
-        "'redis://host:port/db' or 'redis+cluster://host:port'"
-    )

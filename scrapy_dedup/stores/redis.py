@@ -11,6 +11,7 @@ key                           field -> value                             written
 ``P:n:<method>:<byte, hex>``  band key + slot (0-7) -> 8-byte doc id       HSETNX
 ``P:d:<method>:<byte, hex>``  8-byte doc id -> fingerprint + URL         HSETNX
 ``P:f:<byte, hex>``           64-bit canonical key -> fingerprints       append (Lua)
+``P:k:<byte, hex>``           64-bit canonical key -> first page (int)   HSETNX (Lua)
 ============================  =========================================  ==================
 
 URL keys live in up to 65,536 small hashes, which Redis keeps as compact
@@ -37,13 +38,14 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from scrapy_dedup.near import doc_id
-from scrapy_dedup.stores import CompactMap, DedupStore, StoreError, redact
+from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
+from scrapy_dedup.stores.compact import CompactMap
+from scrapy_dedup.text.near import doc_id
 
 if TYPE_CHECKING:
     import redis
 
-    from scrapy_dedup.near import NearMethod
+    from scrapy_dedup.text.near import NearMethod
 
 __all__ = ["RedisStore"]
 
@@ -65,7 +67,6 @@ return 1
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
 _SLOTS = [bytes([slot]) for slot in range(8)]
-_FILED = 32  # fingerprints kept per canonical URL
 _METHODS = ("minhash", "simhash")  # near-duplicate methods, for clear()
 _LOW48 = (1 << 48) - 1
 
@@ -96,9 +97,12 @@ class RedisStore(DedupStore):
             raise StoreError(f"cannot reach the dedup store at {self.uri}: {exc}") from None
 
     @classmethod
-    def from_uri(cls, uri: str, namespace: str, *, prefix: str = "dedup") -> RedisStore:
+    def from_uri(
+        cls, uri: str, namespace: str, *, jobdir: str | None = None, prefix: str = "dedup"
+    ) -> RedisStore:
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
-        ``redis+cluster://`` (``rediss+cluster://``) URIs."""
+        ``redis+cluster://`` (``rediss+cluster://``) URIs, which must name
+        their host (or socket path)."""
         import redis
         from redis.backoff import NoBackoff
         from redis.cluster import RedisCluster
@@ -114,7 +118,13 @@ class RedisStore(DedupStore):
             "health_check_interval": 30,
             "retry": Retry(NoBackoff(), 0),
         }
+        uri = uri.strip()
         parts = urlsplit(uri)
+        if not (parts.hostname or (parts.scheme == "unix" and parts.path)):
+            raise ValueError(
+                f"DEDUP_STORE={redact(uri)!r} names no server: write the host, e.g. "
+                "redis://localhost:6379/0"
+            )
         try:
             if parts.scheme.endswith("+cluster"):
                 plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
@@ -275,6 +285,13 @@ class RedisStore(DedupStore):
 
     # -- rel=canonical -----------------------------------------------------
 
+    def claim(self, key: int, owner: int) -> int | None:
+        name = f"{self.base}:k:{key >> 56:02x}"
+        first = self._set_first(
+            "record a canonical claim", name, key.to_bytes(8, "little"), str(owner).encode()
+        )
+        return None if first is None else int(first)
+
     def _filed_slot(self, key: int) -> tuple[str, bytes]:
         return f"{self.base}:f:{key >> 56:02x}", key.to_bytes(8, "little")
 
@@ -285,7 +302,7 @@ class RedisStore(DedupStore):
             "record a filed item",
             self._append,
             keys=[name],
-            args=[field, record, _FILED * len(record)],
+            args=[field, record, FILED_LIMIT * len(record)],
         )
         return bool(added)
 
@@ -310,7 +327,7 @@ class RedisStore(DedupStore):
         hex2 = "[0-9a-f]" * 2
         patterns = [f"{base}:u:{hex2}{hex2}"]
         if not urls_only:
-            patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}"]
+            patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}"]
             for method in _METHODS:
                 patterns += [f"{base}:n:{method}:{hex2}", f"{base}:d:{method}:{hex2}"]
         try:

@@ -10,7 +10,7 @@ of 16 bands of 4 rows with probability 1 - (1 - 0.89**4)**16 > 0.9999. The
 signature, 128 values long (the bands use the first 64), also estimates that
 Jaccard similarity to within about 0.04, which is what confirms a candidate.
 
->>> from scrapy_dedup.fingerprint import shingle_hashes
+>>> from scrapy_dedup.text.shingles import shingle_hashes
 >>> a = minhash_signature(shingle_hashes("the quick brown fox jumps over the lazy dog"))
 >>> b = minhash_signature(shingle_hashes("the quick brown fox jumps over the lazy cat"))
 >>> round(jaccard_estimate(a, a), 2), 0.5 < jaccard_estimate(a, b) < 1.0
@@ -21,29 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from scrapy_dedup.text._hashing import GOLDEN, splitmix64
+
 __all__ = ["MinHashLSH", "jaccard_estimate", "minhash_signature"]
 
 _CHUNK = 4096  # shingles hashed at once: bounds memory for huge texts
 
 
-def _splitmix64(state: int, count: int) -> list[int]:
-    """``count`` values of the splitmix64 sequence: plain integer arithmetic,
-    so the permutations never change with a numpy release."""
-    out = []
-    for _ in range(count):
-        state = (state + 0x9E3779B97F4A7C15) & _MASK64
-        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-        out.append(z ^ (z >> 31))
-    return out
-
-
-_MASK64 = (1 << 64) - 1
-
-
 def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     # Fixed: signatures must compare across processes, machines and versions.
-    values = _splitmix64(0x5C4A_9D3D_0ED0_0001, 2 * num_perm)
+    values = splitmix64(0x5C4A_9D3D_0ED0_0001, 2 * num_perm)
     a = np.array([v | 1 for v in values[:num_perm]], dtype=np.uint64)  # odd multipliers
     b = np.array(values[num_perm:], dtype=np.uint64)
     return a[:, None], b[:, None]
@@ -113,7 +100,7 @@ class MinHashLSH:
         self._signatures = np.empty((1024, num_perm), dtype=np.uint32)
         self._ids: list[int] = []
         # Mixing multipliers make the band key of band i differ from band j's.
-        self._mix = np.arange(1, bands + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        self._mix = np.arange(1, bands + 1, dtype=np.uint64) * np.uint64(GOLDEN)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -124,7 +111,7 @@ class MinHashLSH:
         rows = signature[: self.bands * self.rows].reshape(self.bands, self.rows)
         rows = rows.astype(np.uint64)
         key = self._mix.copy()
-        golden = np.uint64(0x9E3779B97F4A7C15)
+        golden = np.uint64(GOLDEN)
         for r in range(self.rows):
             key ^= rows[:, r] + golden + (key << np.uint64(6)) + (key >> np.uint64(2))
         return [int(k) for k in key]

@@ -1,10 +1,8 @@
-"""SimHash fingerprints of text, for near-duplicate detection.
+"""Word shingles of a text, hashed: what MinHash and SimHash fingerprints are made of.
 
-Pure functions, no Scrapy import. A document's fingerprint is the 64-bit
-SimHash (Charikar, STOC 2002) of its word 3-shingles; two documents whose
-fingerprints differ in only a few bits (:func:`hamming`) are near-duplicates.
-Shingles are hashed with a vectorized numpy hash, about 50 times faster than
-the recipe's pure-Python ``simhash`` on a 1000-word document.
+Pure functions, no Scrapy import. Shingles are hashed with a vectorized numpy
+hash, about 50 times faster than the recipe's pure-Python ``simhash`` on a
+1000-word document.
 """
 
 from __future__ import annotations
@@ -12,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["hamming", "normalize_text", "shingle_hashes", "simhash", "simhash_from_hashes"]
+from scrapy_dedup.text._hashing import GOLDEN, mix64, mix64_array
 
-_MASK64 = (1 << 64) - 1
+__all__ = ["normalize_text", "shingle_hashes"]
+
 # Odd multiplier of the polynomial hash (the golden-ratio constant), and its
 # inverse modulo 2**64, so a substring's hash can be shifted back to position 0.
-_BASE = 0x9E3779B97F4A7C15
+_BASE = GOLDEN
 _BASE_INV = pow(_BASE, -1, 1 << 64)
 
 _EMPTY = np.empty(0, dtype=np.uint64)
@@ -51,28 +50,12 @@ def _powers_for(n: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]
     return _powers, _inv_powers
 
 
-def _mix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """The splitmix64 finalizer (a bijection of uint64 with full avalanche), in place."""
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
-    return z
-
-
-def _mix64_int(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
 def _lane(i: int) -> np.uint64:
     """The odd multiplier K[i] of the i-th word of a shingle."""
-    return _LANES[i] if i < len(_LANES) else np.uint64(_mix64_int(i + 1) | 1)
+    return _LANES[i] if i < len(_LANES) else np.uint64(mix64(i + 1) | 1)
 
 
-_LANES = [np.uint64(_mix64_int(i + 1) | 1) for i in range(16)]
+_LANES = [np.uint64(mix64(i + 1) | 1) for i in range(16)]
 
 
 def normalize_text(text: str) -> str:
@@ -145,84 +128,10 @@ def shingle_hashes(text: str, size: int = 3) -> npt.NDArray[np.uint64]:
     word_hashes = prefix[edges[1::2]]
     word_hashes -= prefix[starts]
     word_hashes *= inv_powers[starts]
-    _mix64(word_hashes)
+    mix64_array(word_hashes)
     count = max(words - size + 1, 1)
     width = min(size, words)
     hashes = word_hashes[:count] * _LANES[0]
     for i in range(1, width):
         hashes += word_hashes[i : i + count] * _lane(i)
-    return _mix64(hashes)
-
-
-_COUNT_CHUNK = 1 << 16
-
-
-def _count_bits(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """Return, for each bit position b (least significant first), how many of
-    *hashes* have bit b set."""
-    if len(hashes) > _COUNT_CHUNK:  # bounded memory: 64 bytes per hash while unpacked
-        return sum(
-            (
-                _count_bits(hashes[i : i + _COUNT_CHUNK])
-                for i in range(0, len(hashes), _COUNT_CHUNK)
-            ),
-            np.zeros(64, dtype=np.int64),
-        )
-    count = len(hashes)
-    # Pad to a multiple of 128 with zeros (which set no bit), then unpack each hash
-    # to 64 bytes of 0/1 seen as 8 uint64 words, and add halves together 7 times:
-    # every byte of every word then holds a count <= 128, without overflow.
-    rows = -(-count // 128) * 128
-    padded = np.zeros(rows, dtype="<u8")
-    padded[:count] = hashes
-    words = np.unpackbits(padded.view(np.uint8), bitorder="little").view(np.uint64)
-    for _ in range(7):
-        half = len(words) // 2
-        words = words[:half] + words[half:]
-    return words.view(np.uint8).reshape(-1, 64).sum(axis=0, dtype=np.int64)
-
-
-def simhash_from_hashes(hashes: npt.NDArray[np.uint64]) -> int:
-    """Return the 64-bit SimHash of a set of 64-bit feature hashes, each weighted 1.
-
-    Bit ``b`` of the result is set when more than half of *hashes* have bit ``b``
-    set (a tie gives 0, as in the recipe). No hashes gives 0.
-
-    >>> import numpy as np
-    >>> bin(simhash_from_hashes(np.array([0b1100, 0b1010, 0b0110], dtype=np.uint64)))
-    '0b1110'
-    >>> simhash_from_hashes(np.array([0b01, 0b10], dtype=np.uint64))
-    0
-    """
-    count = len(hashes)
-    if not count:
-        return 0
-    majority = np.packbits(_count_bits(hashes) * 2 > count, bitorder="little")
-    return int.from_bytes(majority.tobytes(), "little")
-
-
-def simhash(text: str) -> int:
-    """Return the 64-bit SimHash of the word 3-shingles of *text*.
-
-    Each shingle counts once per occurrence, as in the recipe. Texts differing
-    only in case or whitespace get the same fingerprint; an empty text gets 0.
-
-    >>> simhash("The quick brown fox jumps") == simhash("the  QUICK\\nbrown fox jumps")
-    True
-    >>> simhash("")
-    0
-    >>> hamming(simhash("a b c d e f g h"), simhash("a b c d e f g x")) <= 32
-    True
-    """
-    return simhash_from_hashes(shingle_hashes(text, 3))
-
-
-def hamming(a: int, b: int) -> int:
-    """Return the number of bits in which fingerprints *a* and *b* differ.
-
-    >>> hamming(0b1011, 0b0001)
-    2
-    >>> hamming(5, 5)
-    0
-    """
-    return (a ^ b).bit_count()
+    return mix64_array(hashes)

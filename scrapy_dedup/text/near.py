@@ -13,9 +13,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scrapy_dedup.fingerprint import hamming, shingle_hashes, simhash_from_hashes
-from scrapy_dedup.index import SimhashIndex
-from scrapy_dedup.minhash import MinHashLSH, minhash_signature
+from scrapy_dedup.text._hashing import GOLDEN, MASK64, mix64
+from scrapy_dedup.text.minhash import MinHashLSH, minhash_signature
+from scrapy_dedup.text.shingles import shingle_hashes
+from scrapy_dedup.text.simhash import hamming, simhash_from_hashes
+from scrapy_dedup.text.simhash_index import SimhashIndex
 
 _START = "\ue000 \ue000"  # private-use characters: never words of a real text
 _END = "\ue001 \ue001"
@@ -67,11 +69,8 @@ class NearMethod(Protocol):
 
 
 def _mix64(value: int, salt: int) -> int:
-    """splitmix64's finalizer: spreads a key's bits (stores shard by its top byte)."""
-    z = (value + (salt + 1) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return z ^ (z >> 31)
+    """Spreads a key's bits (stores shard by its top byte)."""
+    return mix64((value + (salt + 1) * GOLDEN) & MASK64)
 
 
 def doc_id(data: bytes) -> bytes:

@@ -102,5 +102,5 @@ def parse_strip_params(text: str) -> StripTable:
 @lru_cache(maxsize=1)
 def load_strip_params() -> StripTable:
     """The built-in list shipped with the package."""
-    text = files("scrapy_dedup").joinpath("data/strip_params.txt").read_text("utf-8")
+    text = files("scrapy_dedup.url").joinpath("data/strip_params.txt").read_text("utf-8")
     return parse_strip_params(text)

@@ -22,13 +22,15 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from scrapy_dedup.text._hashing import MASK64
+
 __all__ = ["MAX_DISTANCE", "SimhashIndex"]
 
 #: Largest supported ``max_distance``. Each unit adds a table (about 4 bytes per
 #: fingerprint) and shrinks the blocks, so queries slow down as it grows.
 MAX_DISTANCE = 8
 
-_MASK64 = (1 << 64) - 1
+
 # Merge the buffer when it holds this many entries or 1/8 of the sorted part.
 _MIN_BUFFER = 1024
 _BUFFER_FRACTION = 8
@@ -116,7 +118,7 @@ class SimhashIndex:
 
     def add(self, fingerprint: int, doc_id: int) -> None:
         """Store *fingerprint* under *doc_id*."""
-        if not 0 <= fingerprint <= _MASK64:
+        if not 0 <= fingerprint <= MASK64:
             raise ValueError(f"fingerprint must be an unsigned 64-bit integer, got {fingerprint}")
         position = len(self._buffer_fingerprints)
         self._buffer_fingerprints.append(fingerprint)
@@ -153,7 +155,7 @@ class SimhashIndex:
     def query(self, fingerprint: int) -> list[tuple[int, int]]:
         """Return ``(doc_id, distance)`` for every stored fingerprint within
         ``max_distance`` bits of *fingerprint*, sorted by distance, then doc id."""
-        if not 0 <= fingerprint <= _MASK64:
+        if not 0 <= fingerprint <= MASK64:
             raise ValueError(f"fingerprint must be an unsigned 64-bit integer, got {fingerprint}")
         limit = self.max_distance
         found: dict[int, tuple[int, int]] = {}

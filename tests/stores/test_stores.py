@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_dedup.near import MinHashMethod, NearMethod, SimhashMethod
+from scrapy_dedup.text.near import MinHashMethod, NearMethod, SimhashMethod
+from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores import (
-    PREVIOUS_RUN,
     DedupStore,
     MemoryStore,
     SqliteStore,
     StoreError,
     open_store,
 )
-from tests.neardup_corpus import labelled_pairs
+from tests.text.neardup_corpus import labelled_pairs
 
 StoreFactory = Callable[[], DedupStore]
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.provisional import urls as hyp_urls
 
 from scrapy_dedup import URLCanonicalizer, canonicalize_url
-from scrapy_dedup.canonical import RULES, UNPARSED
+from scrapy_dedup.url import RULES, UNPARSED
 
 # Each pair is one page behind two URLs.
 MUST_MERGE = [

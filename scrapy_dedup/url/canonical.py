@@ -20,9 +20,18 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from scrapy_dedup.params import StripTable, load_strip_params
+from scrapy_dedup.url.params import StripTable, load_strip_params
 
-__all__ = ["RULES", "UNPARSED", "URLCanonicalizer", "canonicalize_url", "registrable_domain"]
+__all__ = [
+    "C0_AND_SPACE",
+    "DROPPING",
+    "RULES",
+    "UNPARSED",
+    "URLCanonicalizer",
+    "canonicalize_url",
+    "registrable_domain",
+    "rule_names",
+]
 
 #: Every rule, in the order it is applied. Each can be switched off by name.
 RULES: tuple[str, ...] = (
@@ -52,6 +61,16 @@ DROPPING = sum(
 UNPARSED = 1 << 30
 _HOST_RULE_KEYS = frozenset(RULES) | {"strip_params", "keep_params"}
 
+
+def rule_names(mask: int) -> list[str]:
+    """The names of the rules whose bits are set in ``mask``.
+
+    >>> rule_names(1 | 1 << 13)
+    ['scheme', 'fragment']
+    """
+    return [name for name in RULES if mask & _BIT[name]]
+
+
 # RFC 3986 appendix B: matches every string.
 _URI_RE = re.compile(r"^(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?\Z", re.S)
 _HOST_RE = re.compile(r"[a-z0-9\-._~!$&'()*+,;=%]+|\[[0-9a-f:.]+\]|\[v[0-9a-f]+\.[^\]/\s]+\]")
@@ -62,7 +81,8 @@ _QUERY_FIX_RE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
 _JSESSIONID_RE = re.compile(r";jsessionid=[^/;]*", re.I)
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _HOST_CACHE_SIZE = 100_000
-_C0_AND_SPACE = "".join(map(chr, range(0x21)))  # what browsers strip from a URL's ends
+#: What browsers strip from both ends of a URL: C0 controls and space.
+C0_AND_SPACE = "".join(map(chr, range(0x21)))
 
 
 def _fix_escape(match: re.Match[str]) -> str:
@@ -250,7 +270,7 @@ class URLCanonicalizer:
     @staticmethod
     def rule_names(mask: int) -> list[str]:
         """The names of the rules whose bits are set in ``mask``."""
-        return [name for name in RULES if mask & _BIT[name]]
+        return rule_names(mask)
 
     def _config_for(self, host: str) -> _Config:
         if not self._hosts:
@@ -298,7 +318,7 @@ class URLCanonicalizer:
         Never raises: a URL that cannot be parsed is its own key, stripped of
         leading and trailing C0 control characters and spaces (as browsers do).
         """
-        stripped = url.strip(_C0_AND_SPACE)
+        stripped = url.strip(C0_AND_SPACE)
         try:
             result = self._canonicalize(stripped)
         except (ValueError, UnicodeError):
@@ -307,7 +327,7 @@ class URLCanonicalizer:
             return stripped, UNPARSED
         # Dropping a fragment or a parameter can bare whitespace that only
         # percent-encoding (when switched off) would have protected.
-        return result[0].strip(_C0_AND_SPACE), result[1]
+        return result[0].strip(C0_AND_SPACE), result[1]
 
     def _canonicalize(self, url: str) -> tuple[str, int] | None:
         match = _URI_RE.match(url)
@@ -315,33 +335,10 @@ class URLCanonicalizer:
         scheme, netloc, path, query, fragment = match.groups()
         if scheme is None or scheme.lower() not in _DEFAULT_PORT:
             return url, 0  # only http(s) URLs are rewritten; others are left alone
-        if netloc is None:
+        authority = _split_authority(netloc)
+        if authority is None:
             return None
-        scheme = scheme.lower()
-
-        userinfo, at, hostport = netloc.rpartition("@")
-        if hostport.startswith("["):
-            end = hostport.find("]")
-            if end < 0:
-                return None
-            host, port_text = hostport[: end + 1], hostport[end + 1 :]
-            if port_text and port_text[0] != ":":
-                return None
-            port_text = port_text[1:] if port_text else None
-        else:
-            host, colon, port_text = hostport.partition(":")
-            if not colon:
-                port_text = None
-        if (
-            port_text is not None
-            and port_text
-            and not (port_text.isascii() and port_text.isdigit())
-        ):
-            return None
-        port = int(port_text) if port_text else None
-        if port is not None and port > 65535:
-            return None
-
+        userinfo, host, port_text = authority
         cached = self._host_cache.get(host)
         if cached is None:
             cached = self._host(host)
@@ -351,54 +348,16 @@ class URLCanonicalizer:
         host, cfg, applied = cached
         if applied < 0:
             return None
-
-        default = _DEFAULT_PORT[scheme]
-        if port_text is not None and cfg.default_port and (port is None or port == default):
-            port_text = None
-            applied |= _BIT["default_port"]
-        elif port is not None and str(port) != port_text and cfg.default_port:
-            port_text = str(port)  # ":080" is ":80"
-            applied |= _BIT["default_port"]
-        if scheme == "http" and cfg.scheme:
-            if port_text is None:
-                scheme = "https"
-                applied |= _BIT["scheme"]
-            elif port not in (80, 443):
-                # The same port cannot speak both protocols: one key.
-                scheme = "https"
-                applied |= _BIT["scheme"]
-
-        if not path and cfg.empty_path:
-            path = "/"
-            applied |= _BIT["empty_path"]
-        if cfg.percent_encoding and _PATH_FIX_RE.search(path):
-            fixed = _PATH_FIX_RE.sub(_fix_escape, path)
-            if fixed != path:
-                path = fixed
-                applied |= _BIT["percent_encoding"]
-        if cfg.session_param and ";" in path:
-            fixed = _JSESSIONID_RE.sub("", path)
-            if fixed != path:
-                path = fixed
-                applied |= _BIT["session_param"]
-        if cfg.dot_segments and "." in path and path.startswith("/"):
-            fixed = _remove_dot_segments(path)
-            if fixed != path:
-                path = fixed
-                applied |= _BIT["dot_segments"]
-        if cfg.trailing_slash and len(path) > 1 and path[-1] == "/" and path[-2] != "/":
-            path = path[:-1]
-            applied |= _BIT["trailing_slash"]
-
+        scheme, port_text, applied = _scheme_and_port(scheme.lower(), port_text, cfg, applied)
+        path, applied = _path(path, cfg, applied)
         if query is not None:
-            query, applied = self._query(query, cfg, applied)
-
+            query, applied = _query(query, cfg, applied)
         if fragment is not None and cfg.fragment:
             fragment = None
             applied |= _BIT["fragment"]
 
         parts = [scheme, "://"]
-        if at:
+        if userinfo is not None:
             parts += [userinfo, "@"]
         parts.append(host)
         if port_text is not None:
@@ -410,55 +369,135 @@ class URLCanonicalizer:
             parts += ["#", fragment]
         return "".join(parts), applied
 
-    @staticmethod
-    def _query(query: str, cfg: _Config, applied: int) -> tuple[str | None, int]:
-        pieces = query.split("&")
-        if cfg.empty_query and "" in pieces:
-            pieces = [p for p in pieces if p]
-            applied |= _BIT["empty_query"]
-        if cfg.percent_encoding and _QUERY_FIX_RE.search(query):
-            fixed = [_QUERY_FIX_RE.sub(_fix_escape, p) for p in pieces]
-            if fixed != pieces:
-                pieces = fixed
-                applied |= _BIT["percent_encoding"]
-        if cfg.query_plus and "+" in query:
-            fixed = [p.replace("+", "%20") for p in pieces]
-            if fixed != pieces:
-                pieces = fixed
-                applied |= _BIT["query_plus"]
-        strip = cfg.strip
-        if strip:
-            kept = []
-            present: set[str] | None = None
-            for piece in pieces:
-                name, _, value = piece.partition("=")
-                rule = strip.get(name.lower())
-                if rule is not None and rule.matches(value):
-                    bit = _BIT["session_param" if rule.kind == "session" else "tracking_param"]
-                    if rule.requires is not None:
-                        if present is None:
-                            present = {p.partition("=")[0].lower() for p in pieces}
-                        if rule.requires not in present:
-                            bit = 0
-                    if cfg.rules & bit:
-                        applied |= bit
-                        continue
-                kept.append(piece)
-            pieces = kept
-        if (
-            cfg.query_order
-            and len(pieces) > 1
-            and ("/" not in query or not any(_is_route(p) for p in pieces))
-        ):
-            ordered = sorted(pieces, key=lambda p: p.partition("=")[0])
-            if ordered != pieces:
-                pieces = ordered
-                applied |= _BIT["query_order"]
-        if not pieces and cfg.empty_query:
-            if query:
-                return None, applied
-            return None, applied | _BIT["empty_query"]
-        return "&".join(pieces), applied
+
+def _split_authority(netloc: str | None) -> tuple[str | None, str, str | None] | None:
+    """``(userinfo, host, port text)`` of an authority (``None`` parts are
+    absent); ``None`` when it cannot be a valid one."""
+    if netloc is None:
+        return None
+    userinfo, at, hostport = netloc.rpartition("@")
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            return None
+        host, port_text = hostport[: end + 1], hostport[end + 1 :]
+        if port_text and port_text[0] != ":":
+            return None
+        port = port_text[1:] if port_text else None
+    else:
+        host, colon, port = hostport.partition(":")
+        if not colon:
+            port = None
+    if port and not (port.isascii() and port.isdigit() and int(port) <= 65535):
+        return None
+    return (userinfo if at else None), host, port
+
+
+def _scheme_and_port(
+    scheme: str, port_text: str | None, cfg: _Config, applied: int
+) -> tuple[str, str | None, int]:
+    """The ``scheme`` and ``default_port`` rules."""
+    port = int(port_text) if port_text else None
+    if port_text is not None and cfg.default_port:
+        if port is None or port == _DEFAULT_PORT[scheme]:
+            port_text = None
+            applied |= _BIT["default_port"]
+        elif str(port) != port_text:
+            port_text = str(port)  # ":080" is ":80"
+            applied |= _BIT["default_port"]
+    # Without a port, or on a port that is not one of the two defaults (the same
+    # port cannot speak both protocols), http and https share one key.
+    if scheme == "http" and cfg.scheme and (port_text is None or port not in (80, 443)):
+        scheme = "https"
+        applied |= _BIT["scheme"]
+    return scheme, port_text, applied
+
+
+def _path(path: str, cfg: _Config, applied: int) -> tuple[str, int]:
+    """The path rules, in their order."""
+    if not path and cfg.empty_path:
+        path = "/"
+        applied |= _BIT["empty_path"]
+    if cfg.percent_encoding and _PATH_FIX_RE.search(path):
+        fixed = _PATH_FIX_RE.sub(_fix_escape, path)
+        if fixed != path:
+            path = fixed
+            applied |= _BIT["percent_encoding"]
+    if cfg.session_param and ";" in path:
+        fixed = _JSESSIONID_RE.sub("", path)
+        if fixed != path:
+            path = fixed
+            applied |= _BIT["session_param"]
+    if cfg.dot_segments and "." in path and path.startswith("/"):
+        fixed = _remove_dot_segments(path)
+        if fixed != path:
+            path = fixed
+            applied |= _BIT["dot_segments"]
+    if cfg.trailing_slash and len(path) > 1 and path[-1] == "/" and path[-2] != "/":
+        path = path[:-1]
+        applied |= _BIT["trailing_slash"]
+    return path, applied
+
+
+def _query(query: str, cfg: _Config, applied: int) -> tuple[str | None, int]:
+    """The query rules, in their order; ``None`` for no query at all."""
+    pieces = query.split("&")
+    if cfg.empty_query and "" in pieces:
+        pieces = [p for p in pieces if p]
+        applied |= _BIT["empty_query"]
+    pieces, applied = _rewrite_pieces(query, pieces, cfg, applied)
+    if cfg.strip:
+        pieces, applied = _strip_params(pieces, cfg, applied)
+    if (
+        cfg.query_order
+        and len(pieces) > 1
+        and ("/" not in query or not any(_is_route(p) for p in pieces))
+    ):
+        ordered = sorted(pieces, key=lambda p: p.partition("=")[0])
+        if ordered != pieces:
+            pieces = ordered
+            applied |= _BIT["query_order"]
+    if not pieces and cfg.empty_query:
+        return None, applied if query else applied | _BIT["empty_query"]
+    return "&".join(pieces), applied
+
+
+def _rewrite_pieces(
+    query: str, pieces: list[str], cfg: _Config, applied: int
+) -> tuple[list[str], int]:
+    """The ``percent_encoding`` and ``query_plus`` rules on the query's pieces."""
+    if cfg.percent_encoding and _QUERY_FIX_RE.search(query):
+        fixed = [_QUERY_FIX_RE.sub(_fix_escape, p) for p in pieces]
+        if fixed != pieces:
+            pieces = fixed
+            applied |= _BIT["percent_encoding"]
+    if cfg.query_plus and "+" in query:
+        fixed = [p.replace("+", "%20") for p in pieces]
+        if fixed != pieces:
+            pieces = fixed
+            applied |= _BIT["query_plus"]
+    return pieces, applied
+
+
+def _strip_params(pieces: list[str], cfg: _Config, applied: int) -> tuple[list[str], int]:
+    """The ``tracking_param`` and ``session_param`` rules on the query's pieces."""
+    kept = []
+    present: set[str] | None = None
+    for piece in pieces:
+        name, _, value = piece.partition("=")
+        rule = cfg.strip.get(name.lower())
+        if rule is not None and rule.matches(value):
+            bit = _BIT["session_param" if rule.kind == "session" else "tracking_param"]
+            if rule.requires is not None:
+                if present is None:
+                    present = {p.partition("=")[0].lower() for p in pieces}
+                if rule.requires not in present:
+                    bit = 0
+            if cfg.rules & bit:
+                applied |= bit
+                continue
+        kept.append(piece)
+    return kept, applied
 
 
 _default_canonicalizer: URLCanonicalizer | None = None

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_dedup.canonical import URLCanonicalizer
-from scrapy_dedup.relcanonical import (
+from scrapy_dedup.url import URLCanonicalizer
+from scrapy_dedup.html import (
     DEFAULT_LIMIT,
     REASONS,
     find_canonical,

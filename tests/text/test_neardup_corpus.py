@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.neardup_corpus import (
+from tests.text.neardup_corpus import (
     CITIES,
     KINDS_NEGATIVE,
     KINDS_POSITIVE,
@@ -26,7 +26,7 @@ from tests.neardup_corpus import (
     summary,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SWAPPED = {"word_swap_0.5pct": 0.005, "word_swap_1pct": 0.01, "word_swap_2pct": 0.02}
 # A few of the commonest English words, independent of the corpus module.
 COMMON = {"the", "of", "and", "to", "a", "in", "is", "that", "for", "it", "as", "with", "be"}
@@ -35,7 +35,7 @@ COMMON |= {"by", "on", "or", "this", "an", "are", "if", "not", "from", "at", "wh
 BUILD = """
 import hashlib, json, time
 t = time.perf_counter()
-import tests.neardup_corpus as c
+import tests.text.neardup_corpus as c
 docs = c.documents()
 pairs = c.labelled_pairs()
 elapsed = time.perf_counter() - t

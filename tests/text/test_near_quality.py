@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_dedup.fingerprint import shingle_hashes
-from scrapy_dedup.minhash import MinHashLSH, jaccard_estimate, minhash_signature
-from scrapy_dedup.near import MinHashMethod, SimhashMethod
+from scrapy_dedup.text.shingles import shingle_hashes
+from scrapy_dedup.text.minhash import MinHashLSH, jaccard_estimate, minhash_signature
+from scrapy_dedup.text.near import MinHashMethod, SimhashMethod
 from scrapy_dedup.stores import MemoryStore
-from tests.neardup_corpus import (
+from tests.text.neardup_corpus import (
     KINDS_NEGATIVE,
     KINDS_POSITIVE,
     Pair,

@@ -1,0 +1,282 @@
+"""Every scrapy-dedup setting: its default, how it is read and what it may be.
+
+:meth:`DedupConfig.from_settings` reads them all once per crawl. A wrong value
+stops the crawl with a ``ValueError`` naming the setting; an unknown
+``DEDUP_*`` name gets a warning naming the closest known one. Booleans read as
+Scrapy's ``Settings.getbool`` reads them (``"false"`` is ``False``, ``"off"``
+is an error). Dicts and lists may also be given as JSON or comma-separated
+strings, as on the command line (``-s 'DEDUP_URL_RULES={"www": false}'``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrapy_dedup.url import RULES, URLCanonicalizer
+
+__all__ = ["DEFAULTS", "DedupConfig", "read_bool"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, Any] = {
+    # URL stage (CanonicalDupeFilter)
+    "DEDUP_URL_RULES": {},  # {rule name: bool}; every rule is on unless set to False
+    "DEDUP_URL_STRIP_PARAMS": [],  # extra query parameter names to strip everywhere
+    "DEDUP_URL_KEEP_PARAMS": [],  # names never stripped (overrides the built-in list)
+    # {host: {rule: bool, "strip_params": [...], "keep_params": [...]}}
+    "DEDUP_URL_HOST_RULES": {},
+    # Content stage (ContentDedupPipeline)
+    "DEDUP_CONTENT_ENABLED": True,
+    "DEDUP_TEXT_FIELD": "text",  # a field name, or a list: their texts are joined
+    "DEDUP_URL_FIELD": "url",  # where items keep their URL (also rel=canonical's)
+    "DEDUP_ON_DUPLICATE": "drop",  # or "mark": keep it, with duplicate_of/duplicate_kind
+    "DEDUP_NEAR_METHOD": "minhash",  # or "simhash" (the recipe's), or "off"
+    "DEDUP_NEAR_THRESHOLD": 0.75,  # minhash: estimated 3-shingle Jaccard similarity
+    "DEDUP_SIMHASH_MAX_DISTANCE": 3,  # simhash: Hamming radius in bits
+    "DEDUP_MAX_TEXT_CHARS": 1_000_000,  # near-dup fingerprints read at most this much
+    "DEDUP_NEAR_MIN_WORDS": 30,  # shorter texts are compared exactly only
+    # rel=canonical (RelCanonicalMiddleware)
+    "DEDUP_CANONICAL_ENABLED": True,
+    "DEDUP_CANONICAL_CHECK_SITE": True,  # ignore a canonical on another registrable domain
+    "DEDUP_CANONICAL_CHECK_HOMEPAGE": True,  # ignore a canonical to the homepage from a page
+    "DEDUP_CANONICAL_HEAD_LIMIT": 256 * 1024,  # bytes of a page searched for the head's link
+    "DEDUP_FETCHED_URL_FIELD": "fetched_url",  # where the fetched URL goes when it differs
+    # a later page's item is a canonical duplicate only when its text is this close
+    # (estimated Jaccard) to an item already filed under the canonical URL
+    "DEDUP_CANONICAL_MIN_SIMILARITY": 0.5,
+    # Stores
+    # "memory", "sqlite:///relative.db", "sqlite:////abs.db", "redis://host:6379/0",
+    # "redis+cluster://host:7000"
+    "DEDUP_STORE": "memory",
+    "DEDUP_NAMESPACE": None,  # None: the spider's name
+    "DEDUP_RESET": False,  # forget the namespace's state when the crawl starts
+    "DEDUP_STORE_ON_ERROR": "continue",  # or "stop": what a store failing mid-crawl does
+    "DEDUP_REDIS_PREFIX": "dedup",  # Redis key names start "<prefix>:<namespace>:"
+    # {scheme: "path.to.StoreClass"}: stores of your own, by DEDUP_STORE URI scheme
+    "DEDUP_STORE_CLASSES": {},
+    # Logging
+    "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
+}
+
+
+_HOST_RULE_KEYS = frozenset(RULES) | {"strip_params", "keep_params"}
+
+
+def read_bool(name: str, value: Any) -> bool:
+    """``value`` read as Scrapy's ``getbool`` reads it; ``ValueError`` naming
+    ``name`` for anything else.
+
+    >>> read_bool("X", "false"), read_bool("X", 1), read_bool("X", "True")
+    (False, True, True)
+    """
+    if isinstance(value, (bool, int)) or (isinstance(value, str) and value.strip().isdigit()):
+        return bool(int(value))
+    if value in ("True", "true"):
+        return True
+    if value in ("False", "false"):
+        return False
+    raise ValueError(f"{name} must be a boolean (True/False, 1/0, 'true'/'false'), got {value!r}")
+
+
+class _Reader:
+    """Typed access to settings, each error naming the setting."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+    def raw(self, name: str) -> Any:
+        value = self.settings.get(name)
+        return DEFAULTS[name] if value is None else value
+
+    def flag(self, name: str) -> bool:
+        return read_bool(name, self.raw(name))
+
+    def number(self, name: str, kind: type, low: float, high: float | None = None) -> Any:
+        value = self.raw(name)
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number, got {value!r}") from None
+        if number < low or (high is not None and number > high):
+            span = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ValueError(f"{name} must be {span}, got {value!r}")
+        return number
+
+    def choice(self, name: str, choices: tuple[str, ...]) -> str:
+        value = self.raw(name)
+        if value not in choices:
+            raise ValueError(
+                f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}"
+            )
+        return str(value)
+
+    def text(self, name: str, *, optional: bool = False) -> str | None:
+        value = self.settings.get(name)
+        if value is None or (optional and value == ""):
+            value = DEFAULTS[name]
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        return value.strip()
+
+    def names(self, name: str, *, allow_empty: bool = True) -> tuple[str, ...]:
+        return read_names(name, self.raw(name), allow_empty=allow_empty)
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        return read_dict(name, self.raw(name))
+
+
+def read_names(name: str, value: Any, *, allow_empty: bool = True) -> tuple[str, ...]:
+    """A list of names, or one string of comma-separated names."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        raise ValueError(f"{name} must be a list of strings, got {value!r}")
+    if not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name} must hold strings only, got {value!r}")
+    names = tuple(v.strip() for v in value if v.strip())
+    if not names and not allow_empty:
+        raise ValueError(f"{name} must name at least one field, got {value!r}")
+    return names
+
+
+def read_dict(name: str, value: Any) -> dict[str, Any]:
+    """A dict, or its JSON text."""
+    if hasattr(value, "copy_to_dict"):  # a Scrapy BaseSettings
+        value = value.copy_to_dict()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError as exc:
+            raise ValueError(f"{name} must be a dict (or its JSON): {exc}") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a dict, got {value!r}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _rules(name: str, value: Mapping[str, Any]) -> dict[str, bool]:
+    unknown = sorted(set(value) - set(RULES))
+    if unknown:
+        raise ValueError(f"{name}: unknown URL rules {unknown}; known rules: {', '.join(RULES)}")
+    return {rule: read_bool(f"{name}[{rule!r}]", on) for rule, on in value.items()}
+
+
+def _host_rules(name: str, value: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    hosts: dict[str, dict[str, Any]] = {}
+    for host, overrides in value.items():
+        where = f"{name}[{host!r}]"
+        if not isinstance(overrides, Mapping):
+            raise ValueError(f"{where} must be a dict, got {overrides!r}")
+        unknown = sorted(set(overrides) - _HOST_RULE_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown keys {unknown}; known: {', '.join(sorted(_HOST_RULE_KEYS))}"
+            )
+        rules = {k: v for k, v in overrides.items() if k in RULES}
+        hosts[host] = _rules(where, rules)
+        for key in ("strip_params", "keep_params"):
+            if key in overrides:
+                hosts[host][key] = read_names(f"{where}[{key!r}]", overrides[key])
+    return hosts
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Every ``DEDUP_*`` setting of one crawl, read and checked once."""
+
+    # URL stage
+    url_rules: dict[str, bool] = field(default_factory=dict)
+    url_strip_params: tuple[str, ...] = ()
+    url_keep_params: tuple[str, ...] = ()
+    url_host_rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Content stage
+    content_enabled: bool = True
+    text_fields: tuple[str, ...] = ("text",)
+    url_field: str = "url"
+    fetched_url_field: str = "fetched_url"
+    on_duplicate: str = "drop"
+    near_method: str = "minhash"
+    near_threshold: float = 0.75
+    simhash_max_distance: int = 3
+    max_text_chars: int = 1_000_000
+    near_min_words: int = 30
+    # rel=canonical
+    canonical_enabled: bool = True
+    canonical_check_site: bool = True
+    canonical_check_homepage: bool = True
+    canonical_head_limit: int = 256 * 1024
+    canonical_min_similarity: float = 0.5
+    # Stores
+    store: str = "memory"
+    namespace: str | None = None
+    reset: bool = False
+    store_on_error: str = "continue"
+    redis_prefix: str = "dedup"
+    store_classes: dict[str, Any] = field(default_factory=dict)
+    # Logging
+    debug: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> DedupConfig:
+        """The configuration ``settings`` give; ``ValueError`` naming the first
+        bad setting. Warns about unknown ``DEDUP_*`` names."""
+        _warn_unknown(settings)
+        r = _Reader(settings)
+        config = cls(
+            url_rules=_rules("DEDUP_URL_RULES", r.mapping("DEDUP_URL_RULES")),
+            url_strip_params=r.names("DEDUP_URL_STRIP_PARAMS"),
+            url_keep_params=r.names("DEDUP_URL_KEEP_PARAMS"),
+            url_host_rules=_host_rules("DEDUP_URL_HOST_RULES", r.mapping("DEDUP_URL_HOST_RULES")),
+            content_enabled=r.flag("DEDUP_CONTENT_ENABLED"),
+            text_fields=r.names("DEDUP_TEXT_FIELD", allow_empty=False),
+            url_field=str(r.text("DEDUP_URL_FIELD")),
+            fetched_url_field=str(r.text("DEDUP_FETCHED_URL_FIELD")),
+            on_duplicate=r.choice("DEDUP_ON_DUPLICATE", ("drop", "mark")),
+            near_method=r.choice("DEDUP_NEAR_METHOD", ("minhash", "simhash", "off")),
+            near_threshold=r.number("DEDUP_NEAR_THRESHOLD", float, 0.01, 1.0),
+            simhash_max_distance=r.number("DEDUP_SIMHASH_MAX_DISTANCE", int, 0, 8),
+            max_text_chars=r.number("DEDUP_MAX_TEXT_CHARS", int, 1000),
+            near_min_words=r.number("DEDUP_NEAR_MIN_WORDS", int, 1),
+            canonical_enabled=r.flag("DEDUP_CANONICAL_ENABLED"),
+            canonical_check_site=r.flag("DEDUP_CANONICAL_CHECK_SITE"),
+            canonical_check_homepage=r.flag("DEDUP_CANONICAL_CHECK_HOMEPAGE"),
+            canonical_head_limit=r.number("DEDUP_CANONICAL_HEAD_LIMIT", int, 1024),
+            canonical_min_similarity=r.number("DEDUP_CANONICAL_MIN_SIMILARITY", float, 0.0, 1.0),
+            store=str(r.text("DEDUP_STORE")),
+            namespace=r.text("DEDUP_NAMESPACE", optional=True),
+            reset=r.flag("DEDUP_RESET"),
+            store_on_error=r.choice("DEDUP_STORE_ON_ERROR", ("continue", "stop")),
+            redis_prefix=str(r.text("DEDUP_REDIS_PREFIX")),
+            store_classes=r.mapping("DEDUP_STORE_CLASSES"),
+            debug=r.flag("DEDUP_DEBUG"),
+        )
+        config.canonicalizer()  # host rules are checked by building one
+        return config
+
+    def canonicalizer(self) -> URLCanonicalizer:
+        """A :class:`URLCanonicalizer` with the ``DEDUP_URL_*`` rules."""
+        try:
+            return URLCanonicalizer(
+                strip_params=self.url_strip_params,
+                keep_params=self.url_keep_params,
+                host_rules=self.url_host_rules,
+                **self.url_rules,
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"invalid DEDUP_URL_HOST_RULES: {exc}") from exc
+
+
+def _warn_unknown(settings: Any) -> None:
+    for name in sorted(n for n in settings if isinstance(n, str) and n.startswith("DEDUP_")):
+        if name not in DEFAULTS:
+            close = difflib.get_close_matches(name, DEFAULTS, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            logger.warning("Unknown setting %s is ignored%s", name, hint)

@@ -1,0 +1,193 @@
+"""The keys the components store: what a request, a redirect hop, a page and a
+canonical URL are keyed on, and the info word kept with a URL key.
+
+No Scrapy import (requests are used through their attributes), so stores can
+read the info word too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from enum import IntFlag
+from functools import lru_cache
+from typing import Any, NamedTuple
+from weakref import WeakKeyDictionary
+
+from scrapy_dedup.url import DROPPING, RULES, URLCanonicalizer, rule_names
+
+__all__ = [
+    "PREVIOUS_RUN",
+    "REL_CANONICAL",
+    "RULE_MASK",
+    "Info",
+    "RequestKey",
+    "RequestKeys",
+    "merge_reasons",
+    "url_info",
+    "url_key",
+]
+
+#: Low bits of an info word that hold canonicalization rules (one bit per rule).
+RULE_BITS = 15
+
+
+class Info(IntFlag):
+    """The 64-bit word a store keeps with a URL key (the first one recorded).
+
+    ======  =======================================================================
+    bits    meaning
+    ======  =======================================================================
+    0-14    the canonicalization rules that changed the first URL (:data:`RULES`)
+    15      ``REL_CANONICAL``: a page declared this URL its canonical (not fetched)
+    16-47   ``URL_CRC``: CRC-32 of the first URL as requested
+    62      ``PREVIOUS_RUN``: recorded by an earlier run (set by stores on load,
+            never written)
+    ======  =======================================================================
+    """
+
+    RULES = (1 << RULE_BITS) - 1
+    REL_CANONICAL = 1 << 15
+    URL_CRC = 0xFFFF_FFFF << 16
+    PREVIOUS_RUN = 1 << 62
+
+
+if len(RULES) > RULE_BITS:  # pragma: no cover - a guard for whoever adds a rule
+    raise ImportError(f"{len(RULES)} URL rules do not fit the {RULE_BITS} rule bits of Info")
+
+# Plain ints for the hot paths (IntFlag arithmetic builds enum objects).
+RULE_MASK = int(Info.RULES)
+REL_CANONICAL = int(Info.REL_CANONICAL)
+PREVIOUS_RUN = int(Info.PREVIOUS_RUN)
+_CRC_SHIFT = 16
+
+
+def url_key(method: str, canonical_url: str, body: bytes = b"", extra: bytes = b"") -> int:
+    """The 64-bit key of a request: method, canonical URL, body and what a
+    custom fingerprinter adds.
+
+    >>> url_key("GET", "https://example.com/") == url_key("GET", "https://example.com/")
+    True
+    """
+    data = f"{method} {canonical_url}".encode("utf-8", "surrogatepass")
+    if body:
+        data += b"\0" + body
+    if extra:
+        data += b"\0" + extra
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def url_crc(url: str) -> int:
+    return zlib.crc32(url.encode("utf-8", "surrogatepass"))
+
+
+def url_info(url: str, mask: int = 0) -> int:
+    """The info word of ``url`` first seen with rule ``mask`` (other flags
+    are or-ed in by the caller)."""
+    return (url_crc(url) << _CRC_SHIFT) | (mask & RULE_MASK)
+
+
+@lru_cache(maxsize=4096)
+def _rule_reasons(mask: int, first_mask: int) -> tuple[str, ...]:
+    both = mask & first_mask
+    found = rule_names(mask ^ first_mask) or rule_names(both & DROPPING) or rule_names(both)
+    return tuple(found) or ("exact",)
+
+
+def merge_reasons(url: str, mask: int, first: int) -> tuple[str, ...]:
+    """Why a request for ``url`` (canonicalized with rule ``mask``) shares a
+    key with the first request, whose info word is ``first``.
+
+    An earlier run or a rel=canonical declaration recorded the key: that is
+    the reason. The very same URL again is ``exact`` (Scrapy's own filter
+    would have dropped it too). Otherwise a rule that changed one URL and not
+    the other is a reason; when both went through the same rules (``#a``
+    after ``#b``), what differed was most likely dropped: the dropping rules
+    they share, else the shared rewriting ones.
+    """
+    if first & PREVIOUS_RUN:
+        return ("previous_run",)
+    if first & REL_CANONICAL:
+        return ("rel_canonical",)
+    if (first >> _CRC_SHIFT) & 0xFFFF_FFFF == url_crc(url):
+        return ("exact",)
+    return _rule_reasons(mask & RULE_MASK, first & RULE_MASK)
+
+
+class RequestKey(NamedTuple):
+    key: int
+    url: str  # the canonical URL
+    mask: int  # the rules that changed the request's URL
+
+
+class RequestKeys:
+    """Keys of requests under one canonicalizer and request fingerprinter,
+    each request's computed once (cached like Scrapy's fingerprinter)."""
+
+    def __init__(self, canonicalizer: URLCanonicalizer, fingerprinter: Any = None) -> None:
+        self.canonicalizer = canonicalizer
+        #: A custom request fingerprinter (scrapy-zyte-api, scrapy-playwright...)
+        #: tells requests to one URL apart by more than method and body: its
+        #: fingerprint becomes part of the key. ``None`` for Scrapy's default.
+        self.fingerprinter = fingerprinter
+        self._cache: WeakKeyDictionary[Any, RequestKey] = WeakKeyDictionary()
+
+    def canonical_url(self, request: Any) -> tuple[str, int]:
+        """The canonical URL of ``request`` and the mask of rules that changed
+        it (``verbatim_url`` in meta: the URL itself)."""
+        if request.meta.get("verbatim_url"):
+            return request.url, 0
+        return self.canonicalizer.canonicalize_traced(request.url)
+
+    def of(self, request: Any) -> RequestKey:
+        """(64-bit key, canonical URL, rule mask) of ``request``, as the dupefilter keys it."""
+        found = self._cache.get(request)
+        if found is None:
+            found = self._cache[request] = self._compute(request)
+        return found
+
+    def _compute(self, request: Any) -> RequestKey:
+        url, mask = self.canonical_url(request)
+        extra = b""
+        if self.fingerprinter is not None:
+            try:
+                canonical_request = request.replace(url=url)
+            except ValueError:  # a key Scrapy would not accept as a URL
+                canonical_request = request
+            extra = self.fingerprinter.fingerprint(canonical_request)
+        return RequestKey(url_key(request.method, url, request.body, extra), url, mask)
+
+    def hop(self, request: Any, url: str) -> int | None:
+        """The key of a GET of ``url`` (a redirect hop, a canonical URL) with
+        the request's other options; ``None`` when Scrapy does not take ``url``."""
+        try:
+            other = request.replace(url=url, method="GET", body=b"")
+        except ValueError:
+            return None
+        return self._compute(other).key
+
+    def page(self, request: Any) -> list[tuple[int, int]]:
+        """``(key, info)`` of everything a fetched page stands for: its own
+        request, the redirect hops that led to it and the rel=canonical URL it
+        declared (``dedup_canonical_url`` in meta)."""
+        key, _, mask = self.of(request)
+        found = [(key, url_info(request.url, mask))]
+        for url in request.meta.get("redirect_urls", ()):
+            hop = self.hop(request, url)
+            if hop is not None:
+                found.append((hop, url_info(url)))
+        canonical = request.meta.get("dedup_canonical_url")
+        if canonical:
+            target = self.hop(request, canonical)
+            if target is not None:
+                found.append((target, url_info(canonical) | REL_CANONICAL))
+        return found
+
+    def hops(self, request: Any) -> list[int]:
+        """The keys of the redirect hops that led to ``request``."""
+        hops = (self.hop(request, url) for url in request.meta.get("redirect_urls", ()))
+        return [hop for hop in hops if hop is not None]
+
+    def filing_key(self, url: str) -> int:
+        """The key pages are filed under at canonical URL ``url`` (rel=canonical)."""
+        return url_key("FILED", self.canonicalizer.canonicalize(url))

@@ -1,0 +1,206 @@
+"""CrawlState: what the components of one crawl share.
+
+The dupefilter, the middlewares and the pipeline each get the crawl's state
+with :meth:`CrawlState.of`; the first call reads the settings
+(:class:`~scrapy_dedup.config.DedupConfig`), later ones get the same object.
+It holds the configuration, the one canonicalizer and request keys
+(:class:`~scrapy_dedup.keys.RequestKeys`), the store (opened on first use,
+guarded by ``DEDUP_STORE_ON_ERROR``), the fetched -> canonical map that the
+rel=canonical middleware fills and the pipeline reads, and whether pages are
+recorded by :class:`~scrapy_dedup.frontier.DedupFrontierMiddleware`.
+
+The store is closed once, at ``engine_stopped`` (after every ``spider_closed``
+handler wrote), or by :meth:`close` when a component is used outside a
+running engine.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, ClassVar
+from weakref import WeakKeyDictionary
+
+from scrapy import signals
+from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.job import job_dir
+from scrapy.utils.misc import load_object
+from scrapy.utils.request import RequestFingerprinter
+
+from scrapy_dedup.config import DedupConfig
+from scrapy_dedup.keys import RequestKeys
+from scrapy_dedup.stores import GuardedStore, StoreError, open_store, redact
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["CanonicalMap", "CrawlState"]
+
+logger = logging.getLogger(__name__)
+
+
+class CanonicalMap(OrderedDict[str, tuple[str, bool, int]]):
+    """Fetched URL -> (declared canonical URL, whether another page was filed
+    there first, the canonical URL's filing key) of recent responses, for the
+    pipeline to file their items under (bounded: items follow their response
+    closely)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        super().__init__()
+        self.size = size
+
+    def record(self, fetched: str, canonical: str, *, duplicate: bool, key: int) -> None:
+        self[fetched] = (canonical, duplicate, key)
+        self.move_to_end(fetched)
+        if len(self) > self.size:
+            self.popitem(last=False)
+
+
+def _custom_fingerprinter(crawler: Crawler) -> Any:
+    """The crawler's request fingerprinter when it is not Scrapy's default."""
+    fingerprinter = getattr(crawler, "request_fingerprinter", None)
+    if fingerprinter is None or type(fingerprinter) is RequestFingerprinter:
+        return None
+    return fingerprinter
+
+
+def _records_pages(settings: Any) -> bool:
+    """Whether an enabled spider middleware records pages once their outputs
+    are out (``DedupFrontierMiddleware``, or a subclass)."""
+    for path in build_component_list(settings.getwithbase("SPIDER_MIDDLEWARES")):
+        try:
+            component = load_object(path) if isinstance(path, str) else path
+        except (ImportError, NameError, ValueError):
+            continue  # Scrapy reports it when it builds the middlewares
+        if getattr(component, "dedup_records_pages", False):
+            return True
+    return False
+
+
+class CrawlState:
+    """The shared state of one crawl; get it with :meth:`of`."""
+
+    _states: ClassVar[WeakKeyDictionary[Crawler, CrawlState]] = WeakKeyDictionary()
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.config = DedupConfig.from_settings(crawler.settings)
+        self.keys = RequestKeys(self.config.canonicalizer(), _custom_fingerprinter(crawler))
+        self.canonicals = CanonicalMap()
+        self._store: GuardedStore | None = None
+        self._flusher: Any = None
+        self._flush_scheduled = False
+        self.closed = False
+        self._crawling = False
+        crawler.signals.connect(self._engine_started, signal=signals.engine_started)
+        crawler.signals.connect(self.close, signal=signals.engine_stopped)
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> CrawlState:
+        """The crawl's state, created on first use."""
+        state = cls._states.get(crawler)
+        if state is None or state.closed:
+            state = cls._states[crawler] = cls(crawler)
+        return state
+
+    @property
+    def canonicalizer(self) -> Any:
+        return self.keys.canonicalizer
+
+    @property
+    def store(self) -> GuardedStore:
+        """The store ``DEDUP_STORE`` names, opened on first use."""
+        if self._store is None:
+            self._store = self._open_store()
+            self.crawler.signals.connect(self._start_flushing, signal=signals.spider_opened)
+        return self._store
+
+    @property
+    def records_pages(self) -> bool:
+        """Whether pages are recorded for later runs by the frontier middleware
+        (a store that persists kept pages, and the middleware enabled);
+        otherwise the dupefilter records a page at its first item."""
+        return self.store.persists_kept and _records_pages(self.crawler.settings)
+
+    def _open_store(self) -> GuardedStore:
+        config = self.config
+        namespace = config.namespace or getattr(self.crawler.spider, "name", None) or "default"
+        try:
+            store = open_store(
+                config.store,
+                str(namespace),
+                jobdir=job_dir(self.crawler.settings),
+                prefix=config.redis_prefix,
+                classes=config.store_classes,
+            )
+        except StoreError as exc:
+            # One line naming the store, not a traceback from deep inside Scrapy.
+            logger.error("Cannot open the dedup store: %s", exc)
+            raise
+        if config.reset:
+            logger.warning(
+                "DEDUP_RESET is set: forgetting namespace %r of %s", namespace, config.store
+            )
+            store.clear()
+        guarded = GuardedStore(
+            store,
+            redact(config.store),
+            config.store_on_error,
+            count=self.crawler.stats.inc_value,
+            stop=self._stop_crawl,
+        )
+        store.flush_due = self._flush_soon
+        return guarded
+
+    def _engine_started(self) -> None:
+        self._crawling = True
+
+    def _stop_crawl(self) -> None:
+        engine = self.crawler.engine if self._crawling else None
+        if engine is not None and engine.spider is not None:
+            closing = deferred_from_coro(engine.close_spider_async(reason="dedup_store_error"))
+            closing.addErrback(lambda failure: None)
+
+    def _flush_soon(self) -> None:
+        """A batch of writes is due: commit it on the next reactor turn, so
+        that everything recorded in this turn (a page and the requests and
+        texts it led to) commits together."""
+        if not self._flush_scheduled and not self.closed:
+            self._flush_scheduled = True
+            call_later(0, self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        if not self.closed and self._store is not None:
+            self._store.flush()
+
+    def _start_flushing(self) -> None:
+        """Commit what a persistent store holds back every second, so a crawl
+        that goes quiet still has its last records on disk."""
+        if self._flusher is None and not self.closed and self._store is not None:
+            self._flusher = create_looping_call(self._store.flush)
+            self._flusher.start(1.0, now=False)
+
+    def flush(self) -> None:
+        if self._store is not None and not self.closed:
+            self._store.flush()
+
+    def close(self) -> None:
+        """Close the store (once)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._flusher is not None and self._flusher.running:
+            self._flusher.stop()
+        if self._store is not None:
+            self._store.close()
+
+    def close_unless_crawling(self) -> None:
+        """Close the state of a component used outside a running engine (in a
+        script or a test): nothing else would; in a crawl only flush."""
+        if not self._crawling:
+            self.close()
+        else:
+            self.flush()

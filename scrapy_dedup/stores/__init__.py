@@ -1,0 +1,112 @@
+"""Where dedup state lives: memory, an SQLite file, Redis, or a store of your
+own. No Scrapy import.
+
+:func:`open_store` builds a store from a ``DEDUP_STORE`` URI: its scheme names
+the class (:data:`STORE_CLASSES`, extended by ``DEDUP_STORE_CLASSES``), whose
+``from_uri`` reads the rest, as Scrapy picks a cache storage from
+``HTTPCACHE_STORAGE``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from importlib import import_module
+from typing import Any
+
+from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
+from scrapy_dedup.stores.compact import CompactMap
+from scrapy_dedup.stores.guarded import GuardedStore
+from scrapy_dedup.stores.memory import MemoryStore
+from scrapy_dedup.stores.sqlite import SqliteStore
+
+__all__ = [
+    "FILED_LIMIT",
+    "STORE_CLASSES",
+    "CompactMap",
+    "DedupStore",
+    "GuardedStore",
+    "MemoryStore",
+    "SqliteStore",
+    "StoreError",
+    "open_store",
+    "redact",
+    "store_class",
+    "uri_scheme",
+]
+
+_REDIS = "scrapy_dedup.stores.redis.RedisStore"
+#: The built-in stores by URI scheme (class paths, imported on use).
+STORE_CLASSES: dict[str, str] = {
+    "memory": "scrapy_dedup.stores.memory.MemoryStore",
+    "sqlite": "scrapy_dedup.stores.sqlite.SqliteStore",
+    "redis": _REDIS,
+    "rediss": _REDIS,
+    "unix": _REDIS,
+    "redis+cluster": _REDIS,
+    "rediss+cluster": _REDIS,
+}
+
+
+def uri_scheme(uri: str) -> str:
+    """The scheme of a store URI, lowercased (``memory`` has no colon).
+
+    >>> uri_scheme("SQLite:///a.db"), uri_scheme("memory")
+    ('sqlite', 'memory')
+    """
+    uri = uri.strip()
+    return (uri.split(":", 1)[0] if ":" in uri else uri).lower()
+
+
+def store_class(uri: str, classes: Mapping[str, Any] | None = None) -> type[DedupStore]:
+    """The store class for ``uri``'s scheme: from ``classes`` (a class or a
+    class path by scheme), else from :data:`STORE_CLASSES`.
+
+    Raises ``ValueError`` for an unknown scheme and :class:`StoreError` when
+    the class cannot be imported (redis-py not installed)."""
+    scheme = uri_scheme(uri)
+    known = {**STORE_CLASSES, **(classes or {})}
+    target = known.get(scheme)
+    if target is None:
+        raise ValueError(
+            f"DEDUP_STORE={redact(uri)!r} is not a store URI: use 'memory', "
+            "'sqlite:///path.db', 'redis://host:port/db' or 'redis+cluster://host:port' "
+            f"(or add a class for {scheme!r} to DEDUP_STORE_CLASSES)"
+        )
+    if isinstance(target, str):
+        module, _, name = target.rpartition(".")
+        try:
+            target = getattr(import_module(module), name)
+        except ImportError as exc:
+            hint = " pip install 'scrapy-dedup[redis]'" if target == _REDIS else ""
+            raise StoreError(f"DEDUP_STORE={redact(uri)!r} needs {exc.name}:{hint}") from exc
+    if not (isinstance(target, type) and issubclass(target, DedupStore)):
+        raise ValueError(f"DEDUP_STORE_CLASSES[{scheme!r}] is not a DedupStore class: {target!r}")
+    return target
+
+
+def open_store(
+    uri: str,
+    namespace: str,
+    *,
+    jobdir: str | None = None,
+    prefix: str = "dedup",
+    classes: Mapping[str, Any] | None = None,
+) -> DedupStore:
+    """The store a ``DEDUP_STORE`` URI names, for ``namespace``.
+
+    - ``memory``: in this process; with ``jobdir`` (Scrapy's ``JOBDIR``) kept
+      in ``<jobdir>/dedup.sqlite3`` for pause and resume, every key seen;
+    - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``: the
+      pages whose items were kept, for incremental recrawls;
+    - ``redis://host:port/db`` (also ``rediss://``, ``unix://``), or
+      ``redis+cluster://host:port`` for a Redis Cluster (any node).
+
+    Raises :class:`StoreError` when the store cannot be used, ``ValueError``
+    for a URI it cannot read.
+    """
+    cls = store_class(uri, classes)
+    if cls is MemoryStore and jobdir:
+        MemoryStore.from_uri(uri, namespace)  # validates the URI
+        return SqliteStore(os.path.join(jobdir, "dedup.sqlite3"), namespace, persist="seen")
+    return cls.from_uri(uri.strip(), namespace, jobdir=jobdir, prefix=prefix)

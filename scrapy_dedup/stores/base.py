@@ -1,0 +1,174 @@
+"""The interface every dedup store implements. No Scrapy import.
+
+Components never talk to a database directly: they hold a store and ask it to
+record a key. Keys are 64-bit integers (hashes computed by the caller), values
+small integers the caller packs (:class:`scrapy_dedup.keys.Info`); a store only
+remembers the first value recorded for a key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from scrapy_dedup.text.near import NearMethod
+
+__all__ = ["FILED_LIMIT", "DedupStore", "StoreError", "redact"]
+
+#: Fingerprints kept per canonical URL: a page's first items are enough to
+#: compare a later variant against.
+FILED_LIMIT = 32
+
+
+class StoreError(Exception):
+    """A store cannot do what was asked: unreachable, corrupt, foreign..."""
+
+
+class DedupStore(ABC):
+    """The interface every store implements (the components' only way to state).
+
+    - URL keys: :meth:`add_url` records a request key and returns ``None``
+      when it is new, else the info recorded with it first.
+    - Texts: :meth:`add_content` does the same for exact text digests,
+      remembering the first URL; :meth:`match_near` and :meth:`add_near` find
+      and keep near-duplicate fingerprints (a :class:`NearMethod` tells how).
+    - rel=canonical: :meth:`claim` records which page was filed first under a
+      canonical URL; :meth:`add_filed`/:meth:`filed` keep encoded
+      fingerprints of the items filed there. Both live apart from the URL keys.
+    - A store that outlives the run keeps a frontier (:meth:`add_pending`...)
+      and may hold writes back until the item that caused them is safely out
+      of the pipelines: writes made inside :meth:`hold` become durable on
+      :meth:`release` and are forgotten on :meth:`discard` (they still count
+      for the rest of this run).
+
+    A third-party store is a subclass that implements the abstract methods
+    and :meth:`from_uri`, named in ``DEDUP_STORE_CLASSES``.
+    """
+
+    #: Whether URL keys survive the run only for pages whose items were kept
+    #: (:meth:`keep_url`), not every key seen (SQLite; see the README).
+    persists_kept = False
+    #: Set by the owner of a store that batches writes: called when a batch is
+    #: due, instead of writing it at once; the owner then calls :meth:`flush`
+    #: soon, so that what is recorded in one reactor turn commits together.
+    flush_due: Any = None
+
+    @classmethod
+    def from_uri(
+        cls, uri: str, namespace: str, *, jobdir: str | None = None, prefix: str = "dedup"
+    ) -> Self:
+        """The store a ``DEDUP_STORE`` URI names, for ``namespace``.
+
+        Raises ``ValueError`` for a URI it cannot read (naming ``DEDUP_STORE``)
+        and :class:`StoreError` when the store cannot be used."""
+        raise ValueError(f"DEDUP_STORE={redact(uri)!r}: {cls.__name__} cannot be built from a URI")
+
+    @abstractmethod
+    def add_url(self, key: int, info: int) -> int | None:
+        """Record ``key``: ``None`` when new, else the info recorded first."""
+
+    @abstractmethod
+    def get_url(self, key: int) -> int | None:
+        """The info recorded with ``key``, ``None`` when unknown."""
+
+    def keep_url(self, key: int, info: int) -> None:
+        """Record ``key`` as done for later runs: its page's items were kept."""
+        self.add_url(key, info)
+
+    @abstractmethod
+    def url_count(self) -> int:
+        """How many URL keys the namespace holds."""
+
+    @abstractmethod
+    def get_content(self, digest: bytes) -> str | None:
+        """The URL first kept with text ``digest``, ``None`` when unknown."""
+
+    @abstractmethod
+    def add_content(self, digest: bytes, url: str) -> str | None:
+        """Record ``digest`` for ``url``: ``None`` when new, else the first URL."""
+
+    @abstractmethod
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
+        """``(URL, score)`` of the kept document ``fingerprint`` is nearest to,
+        among its near duplicates; ``None`` when it has none."""
+
+    @abstractmethod
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        """Keep ``fingerprint`` as the document at ``url``."""
+
+    def match_or_add_near(
+        self, method: NearMethod, fingerprint: Any, url: str
+    ) -> tuple[str, Any] | None:
+        """:meth:`match_near`, and :meth:`add_near` when there is no match."""
+        match = self.match_near(method, fingerprint)
+        if match is None:
+            self.add_near(method, fingerprint, url)
+        return match
+
+    @abstractmethod
+    def claim(self, key: int, owner: int) -> int | None:
+        """Record ``owner`` (a page) as filed under the canonical URL of
+        ``key``: ``None`` when it is the first, else the first owner."""
+
+    @abstractmethod
+    def add_filed(self, key: int, data: bytes) -> bool:
+        """Remember an (encoded) fingerprint of an item filed under the
+        canonical URL ``key``; the first :data:`FILED_LIMIT` are kept (``True``)."""
+
+    @abstractmethod
+    def filed(self, key: int) -> list[bytes]:
+        """The encoded fingerprints of items filed under the canonical URL ``key``."""
+
+    # The frontier of a store that outlives the run (SQLite): requests
+    # scheduled but not yet done, fed again to the next run after a crash.
+    def add_pending(self, key: int, request: str) -> None:
+        """Remember a scheduled request (serialized) until :meth:`done_pending`."""
+
+    def done_pending(self, key: int) -> None:
+        """The request of ``key`` was processed: its outputs are out."""
+
+    def pending_requests(self) -> list[str]:
+        """Requests an earlier run scheduled and never finished."""
+        return []
+
+    def clear_pending(self) -> None:
+        """Forget the frontier (the run finished)."""
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Any]:
+        """Writes made inside wait for :meth:`release` of the token yielded."""
+        yield None
+
+    def release(self, token: Any) -> None:
+        """Make the writes held under ``token`` durable."""
+
+    def discard(self, token: Any) -> None:
+        """Forget the writes held under ``token`` (they are not persisted)."""
+
+    @abstractmethod
+    def clear(self, urls_only: bool = False) -> None:
+        """Forget the namespace's URL keys, or everything it holds."""
+
+    def ping(self) -> None:
+        """Raise :class:`StoreError` unless the store answers."""
+
+    def flush(self) -> None:
+        """Make what was recorded durable (where the store persists at all)."""
+
+    def close(self) -> None:
+        """Flush and release resources; the store is not used afterwards."""
+
+
+def redact(uri: str) -> str:
+    """``uri`` with its password replaced, for messages and logs.
+
+    >>> redact("redis://:s3cret@cache:6379/0")
+    'redis://:***@cache:6379/0'
+    """
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", uri)

@@ -1,0 +1,203 @@
+"""GuardedStore: a store whose failures do not lose data. No Scrapy import."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from scrapy_dedup.stores.base import DedupStore, StoreError
+from scrapy_dedup.stores.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from scrapy_dedup.text.near import NearMethod
+
+__all__ = ["GuardedStore"]
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_RETRY_AFTER = 5.0  # seconds a failed store is bypassed before it is tried again
+
+
+class GuardedStore(DedupStore):
+    """Wraps a store so that its failures do not lose data.
+
+    A failed call is counted (``count("dedup/store/errors")``), logged, and
+    answered by a process-local memory store instead, as plain Scrapy would
+    answer: the crawl still ends (a site's links loop back), but loses the
+    shared state (other workers, earlier runs). By ``on_error`` the crawl goes
+    on ("continue": the store is tried again every few seconds) or is stopped
+    cleanly ("stop": ``stop()`` is called once).
+    """
+
+    def __init__(
+        self,
+        store: DedupStore,
+        uri: str,
+        on_error: str,
+        *,
+        count: Callable[[str], None],
+        stop: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.uri = uri
+        self.on_error = on_error
+        self.persists_kept = store.persists_kept
+        self._count = count
+        self._stop = stop
+        self._stopping = False
+        self._down_until = 0.0
+        self._failures = 0
+        self._last_logged = 0.0
+        self._local = MemoryStore()
+        if hasattr(store, "on_write_error"):
+            # SQLite answers from memory: a failed write (disk full) loses no
+            # answer, so it is counted and retried, not bypassed.
+            store.on_write_error = self._write_failed
+
+    def _guard(
+        self, call: Callable[P, T], local: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """``call(*args)`` on the store, or ``local(*args)`` on the local one
+        while the store is down or when it fails."""
+        if self._down_until and not self._recovered():
+            self._count("dedup/store/bypassed")
+            return local(*args, **kwargs)
+        try:
+            return call(*args, **kwargs)
+        except StoreError as exc:
+            self._failed(exc)
+            return local(*args, **kwargs)
+
+    def _durable(self, call: Callable[[], None]) -> None:
+        """A write that only makes records durable: a failure loses no answer."""
+        try:
+            call()
+        except StoreError as exc:
+            self._failed(exc, bypass=False)
+
+    def _recovered(self) -> bool:
+        """Whether a store that failed answers again (asked every few seconds)."""
+        if self.on_error == "stop" or time.monotonic() < self._down_until:
+            return False
+        try:
+            self.store.ping()
+        except StoreError:
+            self._down_until = time.monotonic() + _RETRY_AFTER
+            return False
+        self._down_until = 0.0
+        logger.warning(
+            "Dedup store %s answers again: deduplicating again (what was seen while it "
+            "was down is not in it)",
+            self.uri,
+        )
+        return True
+
+    def _write_failed(self, exc: StoreError) -> None:
+        self._failed(exc, bypass=False)
+
+    def _failed(self, exc: StoreError, *, bypass: bool = True) -> None:
+        self._failures += 1
+        self._count("dedup/store/errors")
+        now = time.monotonic()
+        if bypass:
+            self._down_until = now + _RETRY_AFTER
+        if self.on_error == "stop":
+            if not self._stopping:
+                self._stopping = True
+                logger.error("%s; stopping the crawl (DEDUP_STORE_ON_ERROR='stop')", exc)
+                self._stop()
+            return
+        if self._failures == 1 or now - self._last_logged >= 60:
+            self._last_logged = now
+            self._log_failure(exc, bypass)
+
+    def _log_failure(self, exc: StoreError, bypass: bool) -> None:
+        if not bypass:
+            logger.error(
+                "%s; deduplicating on from memory, the records wait to be written "
+                "(%d store errors so far, see dedup/store/errors): if the crawl ends "
+                "first, the next run does not know them",
+                exc,
+                self._failures,
+            )
+            return
+        logger.error(
+            "%s; crawling on WITHOUT the shared dedup state (%d store errors so far, "
+            "see dedup/store/errors): this process dedups on its own until the store "
+            "answers again, so pages and texts seen elsewhere or earlier are fetched "
+            "and kept again. Set DEDUP_STORE_ON_ERROR='stop' to stop the crawl instead.",
+            exc,
+            self._failures,
+        )
+
+    def add_url(self, key: int, info: int) -> int | None:
+        return self._guard(self.store.add_url, self._local.add_url, key, info)
+
+    def get_url(self, key: int) -> int | None:
+        return self._guard(self.store.get_url, self._local.get_url, key)
+
+    def keep_url(self, key: int, info: int) -> None:
+        self._guard(self.store.keep_url, self._local.keep_url, key, info)
+
+    def url_count(self) -> int:
+        return self.store.url_count()
+
+    def get_content(self, digest: bytes) -> str | None:
+        return self._guard(self.store.get_content, self._local.get_content, digest)
+
+    def add_content(self, digest: bytes, url: str) -> str | None:
+        return self._guard(self.store.add_content, self._local.add_content, digest, url)
+
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
+        return self._guard(self.store.match_near, self._local.match_near, method, fingerprint)
+
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        self._guard(self.store.add_near, self._local.add_near, method, fingerprint, url)
+
+    def claim(self, key: int, owner: int) -> int | None:
+        return self._guard(self.store.claim, self._local.claim, key, owner)
+
+    def add_filed(self, key: int, data: bytes) -> bool:
+        return self._guard(self.store.add_filed, self._local.add_filed, key, data)
+
+    def filed(self, key: int) -> list[bytes]:
+        return self._guard(self.store.filed, self._local.filed, key)
+
+    def add_pending(self, key: int, request: str) -> None:
+        self._guard(self.store.add_pending, self._local.add_pending, key, request)
+
+    def done_pending(self, key: int) -> None:
+        self._guard(self.store.done_pending, self._local.done_pending, key)
+
+    def pending_requests(self) -> list[str]:
+        return self._guard(self.store.pending_requests, self._local.pending_requests)
+
+    def clear_pending(self) -> None:
+        self._durable(self.store.clear_pending)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Any]:
+        with self.store.hold() as token:
+            yield token
+
+    def release(self, token: Any) -> None:
+        self._durable(lambda: self.store.release(token))
+
+    def discard(self, token: Any) -> None:
+        self.store.discard(token)
+
+    def clear(self, urls_only: bool = False) -> None:
+        self.store.clear(urls_only)
+        self._local.clear(urls_only)
+
+    def flush(self) -> None:
+        self._durable(self.store.flush)
+
+    def close(self) -> None:
+        self._durable(self.store.close)

@@ -1,0 +1,92 @@
+"""MemoryStore: dedup state in this process, gone when it ends. No Scrapy import."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore
+from scrapy_dedup.stores.compact import CompactMap
+
+if TYPE_CHECKING:
+    from scrapy_dedup.text.near import NearIndex, NearMethod
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(DedupStore):
+    """In-process state, gone when the process ends."""
+
+    def __init__(self) -> None:
+        self._urls = CompactMap()
+        self._content: dict[bytes, str] = {}
+        self._near: dict[str, tuple[NearIndex, list[str]]] = {}
+        self._filed: dict[int, list[bytes]] = {}
+        self._claims = CompactMap()
+
+    @classmethod
+    def from_uri(
+        cls, uri: str, namespace: str, *, jobdir: str | None = None, prefix: str = "dedup"
+    ) -> MemoryStore:
+        """``memory`` (with ``JOBDIR``, :func:`~scrapy_dedup.stores.open_store`
+        opens an SQLite file in the job directory instead)."""
+        if uri.strip().lower() != "memory":
+            raise ValueError(f"DEDUP_STORE={uri!r}: the memory store takes no options")
+        return cls()
+
+    def add_url(self, key: int, info: int) -> int | None:
+        return self._urls.setdefault(key, info)
+
+    def get_url(self, key: int) -> int | None:
+        return self._urls.get(key)
+
+    def url_count(self) -> int:
+        return len(self._urls)
+
+    def get_content(self, digest: bytes) -> str | None:
+        return self._content.get(digest)
+
+    def add_content(self, digest: bytes, url: str) -> str | None:
+        first = self._content.get(digest)
+        if first is None:
+            self._content[digest] = url
+        return first
+
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
+        index, urls = self._near_state(method)
+        matches = index.query(fingerprint)
+        if matches:
+            doc, score = matches[0]
+            return urls[doc], score
+        return None
+
+    def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        index, urls = self._near_state(method)
+        index.add(fingerprint, len(urls))
+        urls.append(url)
+
+    def _near_state(self, method: NearMethod) -> tuple[NearIndex, list[str]]:
+        state = self._near.get(method.name)
+        if state is None:
+            state = self._near[method.name] = (method.new_index(), [])
+        return state
+
+    def claim(self, key: int, owner: int) -> int | None:
+        return self._claims.setdefault(key, owner)
+
+    def add_filed(self, key: int, data: bytes) -> bool:
+        filed = self._filed.setdefault(key, [])
+        if len(filed) >= FILED_LIMIT:
+            return False
+        filed.append(data)
+        return True
+
+    def filed(self, key: int) -> list[bytes]:
+        return self._filed.get(key, [])
+
+    def clear(self, urls_only: bool = False) -> None:
+        self._urls.clear()
+        if not urls_only:
+            self._claims.clear()
+            self._content.clear()
+            self._near.clear()
+            self._filed.clear()
