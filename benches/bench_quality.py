@@ -23,9 +23,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scrapy_dedup.text.near import MinHashMethod, NearMethod, SimhashMethod
 from scrapy_dedup.stores import MemoryStore
 from scrapy_dedup.text import content_digest
+from scrapy_dedup.text.near import MinHashMethod, NearMethod, SimhashMethod
 from tests.text.neardup_corpus import (
     KINDS_NEGATIVE,
     KINDS_POSITIVE,

@@ -80,10 +80,10 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 import scrapy_dedup  # noqa: E402
 from scrapy_dedup import CanonicalDupeFilter, URLCanonicalizer  # noqa: E402
 from scrapy_dedup.keys import url_info, url_key  # noqa: E402
-from scrapy_dedup.text.near import MinHashMethod  # noqa: E402
-from scrapy_dedup.stores.redis import RedisStore, memory_usage  # noqa: E402
 from scrapy_dedup.stores import DedupStore, SqliteStore, open_store  # noqa: E402
+from scrapy_dedup.stores.redis import RedisStore, memory_usage  # noqa: E402
 from scrapy_dedup.text import content_digest  # noqa: E402
+from scrapy_dedup.text.near import MinHashMethod  # noqa: E402
 from tests.text import neardup_corpus  # noqa: E402
 
 DEFAULTS: dict[str, int] = {

@@ -10,7 +10,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
 from scrapy_dedup._stats import StatsBuffer
-from scrapy_dedup.keys import merge_reasons, url_info
+from scrapy_dedup.keys import RequestKey, merge_reasons, url_info
 from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.url import RULES, UNPARSED
@@ -80,32 +80,36 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     def canonical_url(self, request: Request) -> tuple[str, int]:
         """The canonical URL of ``request`` and the mask of rules that changed it."""
-        return self.keys.canonical_url(request)
+        key = self.keys.of(request)
+        return key.url, key.mask
 
     def request_key(self, request: Request) -> tuple[int, str, int]:
         """(64-bit key, canonical URL, rule mask) of ``request``."""
         return self.keys.of(request)
 
-    def _record(self, request: Request) -> tuple[int, int, int | None]:
-        key, _, mask = self.keys.of(request)
+    def _record(self, request: Request) -> tuple[RequestKey, int | None]:
+        request_key = self.keys.compute(request)
+        key, _, mask = request_key
         if mask & UNPARSED:
             self._stats.inc("dedup/url/unparsed")
         first = self.store.add_url(key, url_info(request.url, mask))
         if first is None:
+            self.keys.remember(request, request_key)
             self._stats.inc("dedup/url/seen")
             if self._frontier:
                 self._add_pending(key, request)
             if self.debug:
                 self._first_urls[key] = request.url
-        return key, mask, first
+        return request_key, first
 
     # Scrapy's dupefilter API ----------------------------------------------
 
     def request_seen(self, request: Request) -> bool:
-        key, mask, first = self._record(request)
+        request_key, first = self._record(request)
         if first is None:
             return False
-        if key not in self._redirected and self._is_redirect_to_same_key(request):
+        key = request_key.key
+        if key not in self._redirected and self._is_redirect_to_same_key(request, request_key.url):
             self._redirected.add(key)
             self._stats.inc("dedup/url/redirect_allowed")
             if self.debug:
@@ -114,22 +118,21 @@ class CanonicalDupeFilter(BaseDupeFilter):
                     {"request": request, "source": request.meta["redirect_urls"][-1]},
                 )
             return False
-        self._last = (request, key, mask, first)
+        self._last = (request, key, request_key.mask, first)
         return True
 
-    def _is_redirect_to_same_key(self, request: Request) -> bool:
+    def _is_redirect_to_same_key(self, request: Request, canonical_url: str) -> bool:
         sources = request.meta.get("redirect_urls")
         if not sources or request.url in sources:  # a loop back to a URL already tried
             return False
-        source_url = self.canonicalizer.canonicalize(sources[-1])
-        return source_url == self.keys.of(request).url
+        return self.canonicalizer.canonicalize(sources[-1]) == canonical_url
 
     def log(self, request: Request, spider: Spider | None = None) -> None:
         """Called by the scheduler for each request that ``request_seen`` filtered."""
         if self._last is not None and self._last[0] is request:
             _, key, mask, first = self._last
         else:  # called without a matching request_seen(): work it out again
-            key, _, mask = self.keys.of(request)
+            key, _, mask = self.keys.compute(request)
             first = self.store.get_url(key) or 0
         self._last = None
         reasons = merge_reasons(request.url, mask, first)
@@ -146,7 +149,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
                 "(merged by: %(reasons)s; referer: %(referer)s)",
                 {
                     "request": request,
-                    "onto": self._first_urls.get(key, self.keys.of(request).url),
+                    "onto": self._first_urls.get(key, self.keys.compute(request).url),
                     "reasons": ", ".join(reasons),
                     "referer": referer_str(request),
                 },
@@ -159,7 +162,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
                 "DEDUP_DEBUG to show all duplicates and what they collapsed onto)",
                 {
                     "request": request,
-                    "onto": self.keys.of(request).url,
+                    "onto": self.keys.compute(request).url,
                     "reasons": ", ".join(reasons),
                 },
             )

@@ -132,22 +132,26 @@ class RequestKeys:
         self.fingerprinter = fingerprinter
         self._cache: WeakKeyDictionary[Any, RequestKey] = WeakKeyDictionary()
 
-    def canonical_url(self, request: Any) -> tuple[str, int]:
-        """The canonical URL of ``request`` and the mask of rules that changed
-        it (``verbatim_url`` in meta: the URL itself)."""
-        if request.meta.get("verbatim_url"):
-            return request.url, 0
-        return self.canonicalizer.canonicalize_traced(request.url)
-
     def of(self, request: Any) -> RequestKey:
         """(64-bit key, canonical URL, rule mask) of ``request``, as the dupefilter keys it."""
         found = self._cache.get(request)
         if found is None:
-            found = self._cache[request] = self._compute(request)
+            found = self._cache[request] = self.compute(request)
         return found
 
-    def _compute(self, request: Any) -> RequestKey:
-        url, mask = self.canonical_url(request)
+    def remember(self, request: Any, key: RequestKey) -> None:
+        """Cache the key of a request that will be fetched (the frontier and
+        page records ask for it again); the dupefilter computes each request's
+        key once and caches only those it lets through."""
+        self._cache[request] = key
+
+    def compute(self, request: Any) -> RequestKey:
+        """The key of ``request``, computed (not cached); a request with
+        ``verbatim_url`` in meta is keyed on its URL as it is."""
+        if request.meta.get("verbatim_url"):
+            url, mask = request.url, 0
+        else:
+            url, mask = self.canonicalizer.canonicalize_traced(request.url)
         extra = b""
         if self.fingerprinter is not None:
             try:
@@ -164,7 +168,7 @@ class RequestKeys:
             other = request.replace(url=url, method="GET", body=b"")
         except ValueError:
             return None
-        return self._compute(other).key
+        return self.compute(other).key
 
     def page(self, request: Any) -> list[tuple[int, int]]:
         """``(key, info)`` of everything a fetched page stands for: its own

@@ -34,6 +34,9 @@ from scrapy_dedup.keys import RequestKeys
 from scrapy_dedup.stores import GuardedStore, StoreError, open_store, redact
 
 if TYPE_CHECKING:
+    from scrapy_dedup.url import URLCanonicalizer
+
+if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 __all__ = ["CanonicalMap", "CrawlState"]
@@ -106,7 +109,7 @@ class CrawlState:
         return state
 
     @property
-    def canonicalizer(self) -> Any:
+    def canonicalizer(self) -> URLCanonicalizer:
         return self.keys.canonicalizer
 
     @property

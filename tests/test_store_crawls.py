@@ -26,8 +26,8 @@ import scrapy
 from scrapy import signals
 from scrapy.utils.defer import deferred_f_from_coro_f
 
-from scrapy_dedup.url import canonicalize_url
 from scrapy_dedup.keys import url_key
+from scrapy_dedup.url import canonicalize_url
 from tests.conftest import crawl
 from tests.crawl_worker import NewsSpider
 from tests.redis_servers import free_port, start_redis
@@ -537,3 +537,25 @@ async def test_frontier_records_a_page_only_after_its_links_and_items_are_safe(
     # Pages whose item came out are recorded, though a pipeline returned a copy;
     # chain-5's item was dropped by another pipeline: it is fetched again next run.
     assert [n + 1 for n in range(12) if chain[n] not in urls] == [5]
+
+
+# -- A store of one's own --------------------------------------------------------
+
+
+@deferred_f_from_coro_f
+async def test_a_store_named_in_dedup_store_classes_serves_the_crawl(
+    news: tuple[Site, dict[str, str]],
+) -> None:
+    from tests.stores.test_stores import TaggedStore
+
+    site, content = news
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": "tagged://shared",
+        "DEDUP_STORE_CLASSES": {"tagged": "tests.stores.test_stores.TaggedStore"},
+    }
+    result = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert TaggedStore.opened[-1] == "tagged://shared news"
+    fetched = site.fetched()
+    assert len(fetched) == len({p.split("?")[0] for p in fetched})  # each page once
+    assert sorted(_names(result.items, content)) == sorted(set(content.values()))

@@ -137,7 +137,13 @@ class GuardedStore(DedupStore):
         )
 
     def add_url(self, key: int, info: int) -> int | None:
-        return self._guard(self.store.add_url, self._local.add_url, key, info)
+        if self._down_until:
+            return self._guard(self.store.add_url, self._local.add_url, key, info)
+        try:  # _guard() inlined: this runs for every request
+            return self.store.add_url(key, info)
+        except StoreError as exc:
+            self._failed(exc)
+            return self._local.add_url(key, info)
 
     def get_url(self, key: int) -> int | None:
         return self._guard(self.store.get_url, self._local.get_url, key)

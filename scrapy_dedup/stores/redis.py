@@ -158,7 +158,8 @@ class RedisStore(DedupStore):
         redis = self._redis
         try:
             try:
-                return self._setnx_get(keys=[name], args=[field, value])
+                found: bytes | None = self._setnx_get(keys=[name], args=[field, value])
+                return found
             except (redis.ConnectionError, redis.TimeoutError):
                 # The first try may have run with its reply lost: finding our own
                 # value now most likely means we set it (an identical value

@@ -63,7 +63,8 @@ def minhash_signature(hashes: np.ndarray, num_perm: int = 128) -> np.ndarray:
         np.add(buf, b, out=buf)
         np.minimum(mins, buf.min(axis=1), out=mins)
     # The minimum commutes with the shift, so shift once, after it.
-    return (mins >> np.uint64(32)).astype(np.uint32)
+    signature: np.ndarray = (mins >> np.uint64(32)).astype(np.uint32)
+    return signature
 
 
 def jaccard_estimate(a: np.ndarray, b: np.ndarray) -> float:

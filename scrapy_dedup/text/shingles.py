@@ -19,7 +19,6 @@ __all__ = ["normalize_text", "shingle_hashes"]
 _BASE = GOLDEN
 _BASE_INV = pow(_BASE, -1, 1 << 64)
 
-_EMPTY = np.empty(0, dtype=np.uint64)
 # Whitespace as str.split() sees it (str.isspace); no code point above U+3000 is.
 _SPACE = np.array([chr(c).isspace() for c in range(0x3002)], dtype=np.bool_)
 
@@ -55,7 +54,7 @@ def _lane(i: int) -> np.uint64:
     return _LANES[i] if i < len(_LANES) else np.uint64(mix64(i + 1) | 1)
 
 
-_LANES = [np.uint64(mix64(i + 1) | 1) for i in range(16)]
+_LANES: list[np.uint64] = [np.uint64(mix64(i + 1) | 1) for i in range(16)]
 
 
 def normalize_text(text: str) -> str:
@@ -115,7 +114,7 @@ def shingle_hashes(text: str, size: int = 3) -> npt.NDArray[np.uint64]:
     starts = edges[0::2]
     words = len(starts)
     if not words:
-        return _EMPTY.copy()
+        return np.empty(0, dtype=np.uint64)
     powers, inv_powers = _powers_for(n)
     # prefix[k] = sum over j < k of (c[j] + 1) * P**j; a word's polynomial is the
     # difference of two prefixes, shifted back to position 0 by P**-start.
@@ -131,7 +130,7 @@ def shingle_hashes(text: str, size: int = 3) -> npt.NDArray[np.uint64]:
     mix64_array(word_hashes)
     count = max(words - size + 1, 1)
     width = min(size, words)
-    hashes = word_hashes[:count] * _LANES[0]
+    hashes: npt.NDArray[np.uint64] = word_hashes[:count] * _LANES[0]
     for i in range(1, width):
         hashes += word_hashes[i : i + count] * _lane(i)
     return mix64_array(hashes)

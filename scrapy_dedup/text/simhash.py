@@ -39,7 +39,10 @@ def _count_bits(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     for _ in range(7):
         half = len(words) // 2
         words = words[:half] + words[half:]
-    return words.view(np.uint8).reshape(-1, 64).sum(axis=0, dtype=np.int64)
+    counts: npt.NDArray[np.int64] = (
+        words.view(np.uint8).reshape(-1, 64).sum(axis=0, dtype=np.int64)
+    )
+    return counts
 
 
 def simhash_from_hashes(hashes: npt.NDArray[np.uint64]) -> int:

@@ -151,7 +151,8 @@ def registrable_domain(host: str) -> str | None:
     """
     if not host or host.startswith("[") or host.replace(".", "").isdigit():
         return None
-    return _psl().privatesuffix(host.rstrip("."))
+    suffix: str | None = _psl().privatesuffix(host.rstrip("."))
+    return suffix
 
 
 @lru_cache(maxsize=1)
@@ -348,7 +349,9 @@ class URLCanonicalizer:
         host, cfg, applied = cached
         if applied < 0:
             return None
-        scheme, port_text, applied = _scheme_and_port(scheme.lower(), port_text, cfg, applied)
+        scheme = scheme.lower()
+        if port_text is not None or scheme == "http":
+            scheme, port_text, applied = _scheme_and_port(scheme, port_text, cfg, applied)
         path, applied = _path(path, cfg, applied)
         if query is not None:
             query, applied = _query(query, cfg, applied)

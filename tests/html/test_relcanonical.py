@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_dedup.url import URLCanonicalizer
 from scrapy_dedup.html import (
     DEFAULT_LIMIT,
     REASONS,
@@ -17,6 +16,7 @@ from scrapy_dedup.html import (
     parse_link_header,
     resolve,
 )
+from scrapy_dedup.url import URLCanonicalizer
 
 # (html, expected canonical href as written, expected base href)
 FIND = [

@@ -11,10 +11,10 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from scrapy_dedup.text.near import MinHashMethod, NearMethod, SimhashMethod
 from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores import (
     DedupStore,
@@ -23,6 +23,7 @@ from scrapy_dedup.stores import (
     StoreError,
     open_store,
 )
+from scrapy_dedup.text.near import MinHashMethod, NearMethod, SimhashMethod
 from tests.text.neardup_corpus import labelled_pairs
 
 StoreFactory = Callable[[], DedupStore]
@@ -133,13 +134,24 @@ def test_clear_forgets_the_namespace(make_store: StoreFactory) -> None:
     store = make_store()
     store.add_url(5, 1)
     store.add_content(b"x" * 16, "https://a.test/")
+    assert store.claim(5, 77) is None
     store.clear(urls_only=True)  # what scrapy-redis's flush asks for: texts stay
     assert store.get_url(5) is None
     assert store.get_content(b"x" * 16) == "https://a.test/"
+    assert store.claim(5, 78) == 77  # rel=canonical claims are not URL keys
     store.add_url(5, 1)
     store.clear()
     assert store.get_url(5) is None
     assert store.add_content(b"x" * 16, "https://a.test/b") is None
+    assert store.claim(5, 78) is None
+
+
+def test_canonical_claims_live_apart_from_url_keys(make_store: StoreFactory) -> None:
+    store = make_store()
+    big = (1 << 64) - 1
+    assert store.claim(big, 1 << 47) is None
+    assert make_store().claim(big, 5) == 1 << 47  # the first page filed there wins
+    assert store.get_url(big) is None and store.add_url(big, 9) is None
 
 
 @pytest.mark.parametrize("kind", ["redis", "cluster"])
@@ -379,9 +391,61 @@ def test_store_uris(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     absolute = open_store(f"sqlite:///{tmp_path}/abs.db", "x")  # sqlite:////tmp/...
     absolute.close()
     assert (tmp_path / "abs.db").exists()
-    for bad in ("sqlite://", "postgres://db/x", "mem"):
+    escaped = open_store("sqlite:///a%23b%3F.db", "x")  # "#" and "?" written as escapes
+    escaped.close()
+    assert (tmp_path / "a#b?.db").exists()
+    for bad in (
+        "sqlite://",
+        "postgres://db/x",
+        "mem",
+        "sqlite:///a#b.db",
+        "sqlite:///a.db?mode=ro",
+        "sqlite:///:memory:",
+        "redis://",
+        "redis+cluster://",
+    ):
         with pytest.raises(ValueError, match="DEDUP_STORE"):
             open_store(bad, "x")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["a#b?.db", "abs.db"]
+
+
+class TaggedStore(MemoryStore):
+    """A third-party store: one class named by its URI scheme."""
+
+    opened: ClassVar[list[str]] = []
+
+    @classmethod
+    def from_uri(
+        cls, uri: str, namespace: str, *, jobdir: str | None = None, prefix: str = "dedup"
+    ) -> TaggedStore:
+        cls.opened.append(f"{uri} {namespace}")
+        return cls()
+
+
+def test_a_store_of_ones_own_is_one_class_path() -> None:
+    classes = {"tagged": "tests.stores.test_stores.TaggedStore"}
+    store = open_store("tagged://anything", "ns", classes=classes)
+    assert type(store) is TaggedStore and TaggedStore.opened[-1] == "tagged://anything ns"
+    with pytest.raises(ValueError, match="not a DedupStore class"):
+        open_store("x://", "ns", classes={"x": "pathlib.Path"})
+
+
+def test_a_schema_1_file_gains_the_claims_table(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    SqliteStore(path, "ns", persist="seen").close()
+    with sqlite3.connect(path) as db:  # as scrapy-dedup 0.1 wrote it
+        db.execute("DROP TABLE claims")
+        db.execute("PRAGMA user_version=1")
+    db.close()
+    store = SqliteStore(path, "ns", persist="seen")
+    assert store.claim(3, 30) is None
+    store.close()
+    store = SqliteStore(path, "ns", persist="seen")
+    assert store.claim(3, 31) == 30
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.close()
 
 
 def test_unreachable_redis_names_the_uri_without_its_password() -> None:

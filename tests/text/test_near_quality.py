@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_dedup.text.shingles import shingle_hashes
+from scrapy_dedup.stores import MemoryStore
 from scrapy_dedup.text.minhash import MinHashLSH, jaccard_estimate, minhash_signature
 from scrapy_dedup.text.near import MinHashMethod, SimhashMethod
-from scrapy_dedup.stores import MemoryStore
+from scrapy_dedup.text.shingles import shingle_hashes
 from tests.text.neardup_corpus import (
     KINDS_NEGATIVE,
     KINDS_POSITIVE,

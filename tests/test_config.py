@@ -1,0 +1,125 @@
+"""Settings: every bad value stops the crawl naming the setting; typos are warned."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from scrapy import Request
+from scrapy.utils.defer import deferred_f_from_coro_f
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+
+from scrapy_dedup import CanonicalDupeFilter, ContentDedupPipeline, RelCanonicalMiddleware
+from scrapy_dedup.config import DEFAULTS, DedupConfig
+from tests.conftest import crawl
+from tests.site import Site, url_stage_routes
+
+
+def make_filter(**settings: Any) -> CanonicalDupeFilter:
+    return build_from_crawler(CanonicalDupeFilter, get_crawler(settings_dict=settings))
+
+
+@pytest.mark.parametrize("off", ["false", "False", "0", 0, False])
+def test_a_rule_set_off_as_text_is_off(off: Any) -> None:
+    df = make_filter(DEDUP_URL_RULES={"www": off})
+    assert not df.request_seen(Request("https://www.example.com/a"))
+    assert not df.request_seen(Request("https://example.com/a"))  # another key without "www"
+    df.close("finished")
+
+
+def test_a_host_rule_set_off_as_text_is_off() -> None:
+    df = make_filter(DEDUP_URL_HOST_RULES={"shop.example": {"trailing_slash": "false"}})
+    assert not df.request_seen(Request("https://shop.example/a"))
+    assert not df.request_seen(Request("https://shop.example/a/"))
+    assert df.request_seen(Request("https://example.com/b")) is False
+    assert df.request_seen(Request("https://example.com/b/"))  # the rule is on elsewhere
+    df.close("finished")
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("DEDUP_URL_RULES", {"www": "off"}),
+        ("DEDUP_URL_RULES", {"www": "no"}),
+        ("DEDUP_URL_RULES", {"no_such_rule": False}),
+        ("DEDUP_URL_RULES", '{"www": '),
+        ("DEDUP_URL_HOST_RULES", {"a.example": {"www": "off"}}),
+        ("DEDUP_URL_HOST_RULES", {"a.example": {"strip_params": 5}}),
+        ("DEDUP_URL_STRIP_PARAMS", 5),
+        ("DEDUP_URL_KEEP_PARAMS", [1]),
+        ("DEDUP_TEXT_FIELD", 5),
+        ("DEDUP_TEXT_FIELD", []),
+        ("DEDUP_URL_FIELD", ""),
+        ("DEDUP_CANONICAL_HEAD_LIMIT", 0),
+        ("DEDUP_CANONICAL_HEAD_LIMIT", -1),
+        ("DEDUP_CANONICAL_MIN_SIMILARITY", 5),
+        ("DEDUP_CANONICAL_MIN_SIMILARITY", "high"),
+        ("DEDUP_NEAR_THRESHOLD", 0),
+        ("DEDUP_SIMHASH_MAX_DISTANCE", 9),
+        ("DEDUP_MAX_TEXT_CHARS", 10),
+        ("DEDUP_NEAR_MIN_WORDS", 0),
+        ("DEDUP_NEAR_METHOD", "lsh"),
+        ("DEDUP_ON_DUPLICATE", "delete"),
+        ("DEDUP_STORE_ON_ERROR", "ignore"),
+        ("DEDUP_CONTENT_ENABLED", "off"),
+        ("DEDUP_DEBUG", "yes"),
+        ("DEDUP_STORE", "mysql://db/x"),
+        ("DEDUP_STORE", "sqlite:///a#b.db"),
+        ("DEDUP_STORE", "sqlite:///:memory:"),
+        ("DEDUP_STORE", "redis://"),
+        ("DEDUP_STORE_CLASSES", {"x": "tests.test_config.make_filter"}),
+    ],
+)
+def test_a_bad_value_stops_the_crawl_naming_the_setting(
+    setting: str, value: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = {setting: value}
+    if setting == "DEDUP_STORE_CLASSES":
+        settings["DEDUP_STORE"] = "x://y"
+    with pytest.raises(ValueError, match=setting):
+        make_filter(**settings)
+    assert not list(tmp_path.iterdir())  # no stray file ("a" for "a#b.db")
+
+
+@pytest.mark.parametrize("component", [ContentDedupPipeline, RelCanonicalMiddleware])
+def test_every_component_checks_the_settings(component: type) -> None:
+    with pytest.raises(ValueError, match="DEDUP_NEAR_THRESHOLD"):
+        build_from_crawler(component, get_crawler(settings_dict={"DEDUP_NEAR_THRESHOLD": 2}))
+
+
+def test_a_misspelled_setting_is_named_with_the_closest_known_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        make_filter(DEDUP_STOER="sqlite:///x.db", DEDUP_NEAR_TRESHOLD=0.9).close("finished")
+    assert "Unknown setting DEDUP_STOER is ignored; did you mean DEDUP_STORE?" in caplog.text
+    assert "did you mean DEDUP_NEAR_THRESHOLD?" in caplog.text
+
+
+def test_defaults_are_what_a_config_without_settings_holds() -> None:
+    config = DedupConfig.from_settings(get_crawler().settings)
+    assert config == DedupConfig()
+    assert config.canonical_head_limit == DEFAULTS["DEDUP_CANONICAL_HEAD_LIMIT"]
+    assert config.text_fields == (DEFAULTS["DEDUP_TEXT_FIELD"],)
+
+
+def test_every_setting_is_in_the_readme() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    missing = [name for name in DEFAULTS if f"`{name}`" not in readme]
+    assert not missing
+
+
+@deferred_f_from_coro_f
+async def test_a_crawl_with_a_bad_setting_fetches_nothing(fresh_site: Site) -> None:
+    fresh_site.routes.update(url_stage_routes())
+    with pytest.raises(ValueError, match="DEDUP_URL_RULES"):
+        await crawl(
+            settings={"ADDONS": {"scrapy_dedup.DedupAddon": 0}, "DEDUP_URL_RULES": {"www": "off"}},
+            start=[fresh_site.url("/")],
+        )
+    assert fresh_site.fetched() == []
