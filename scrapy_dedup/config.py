@@ -74,8 +74,10 @@ def read_bool(name: str, value: Any) -> bool:
     >>> read_bool("X", "false"), read_bool("X", 1), read_bool("X", "True")
     (False, True, True)
     """
-    if isinstance(value, (bool, int)) or (isinstance(value, str) and value.strip().isdigit()):
+    try:
         return bool(int(value))
+    except (TypeError, ValueError):
+        pass
     if value in ("True", "true"):
         return True
     if value in ("False", "false"):
@@ -90,13 +92,18 @@ class _Reader:
         self.settings = settings
 
     def raw(self, name: str) -> Any:
+        """The value set, or the default for one not set (``None`` or ``""``)."""
         value = self.settings.get(name)
-        return DEFAULTS[name] if value is None else value
+        return DEFAULTS[name] if value is None or value == "" else value
 
     def flag(self, name: str) -> bool:
         return read_bool(name, self.raw(name))
 
-    def number(self, name: str, kind: type, low: float, high: float | None = None) -> Any:
+    def number(
+        self, name: str, kind: type, low: float, high: float | None = None, *, above: bool = False
+    ) -> Any:
+        """A number of ``kind`` at least ``low`` (above it, with ``above``)
+        and at most ``high``."""
         value = self.raw(name)
         try:
             if isinstance(value, bool):
@@ -104,8 +111,10 @@ class _Reader:
             number = kind(value)
         except (TypeError, ValueError):
             raise ValueError(f"{name} must be a number, got {value!r}") from None
-        if number < low or (high is not None and number > high):
-            span = f"between {low} and {high}" if high is not None else f"at least {low}"
+        too_low = number <= low if above else number < low
+        if too_low or (high is not None and number > high):
+            lower = f"above {low}" if above else f"at least {low}"
+            span = f"{lower} and at most {high}" if high is not None else lower
             raise ValueError(f"{name} must be {span}, got {value!r}")
         return number
 
@@ -117,35 +126,45 @@ class _Reader:
             )
         return str(value)
 
-    def text(self, name: str, *, optional: bool = False) -> str | None:
+    def text(self, name: str, *, empty_ok: bool = False) -> str:
+        """A string; an empty one means the default unless ``empty_ok``."""
         value = self.settings.get(name)
-        if value is None or (optional and value == ""):
+        if value is None or (value == "" and not empty_ok):
             value = DEFAULTS[name]
-        if value is None and optional:
-            return None
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str) or not (value.strip() or empty_ok):
             raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-        return value.strip()
+        return value
 
-    def names(self, name: str, *, allow_empty: bool = True) -> tuple[str, ...]:
-        return read_names(name, self.raw(name), allow_empty=allow_empty)
+    def names(self, name: str) -> tuple[str, ...]:
+        return read_names(name, self.raw(name), spaces=False)
+
+    def fields(self, name: str) -> tuple[str, ...]:
+        """Item field names; none at all means the default."""
+        return self.names(name) or read_names(name, DEFAULTS[name])
+
+    def optional_text(self, name: str) -> str | None:
+        """A string or ``None``; a number is its text (``DEDUP_NAMESPACE = 2026``)."""
+        value = self.settings.get(name)
+        if value in (None, ""):
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return self.text(name)
 
     def mapping(self, name: str) -> dict[str, Any]:
         return read_dict(name, self.raw(name))
 
 
-def read_names(name: str, value: Any, *, allow_empty: bool = True) -> tuple[str, ...]:
-    """A list of names, or one string of comma-separated names."""
+def read_names(name: str, value: Any, *, spaces: bool = True) -> tuple[str, ...]:
+    """A list of names, or one string of names separated by commas (or, with
+    ``spaces`` and no comma, by whitespace, as host rules always read them)."""
     if isinstance(value, str):
-        value = value.split(",")
+        value = value.split(",") if "," in value or not spaces else value.split()
     if not isinstance(value, (list, tuple, set, frozenset)):
         raise ValueError(f"{name} must be a list of strings, got {value!r}")
     if not all(isinstance(v, str) for v in value):
         raise ValueError(f"{name} must hold strings only, got {value!r}")
-    names = tuple(v.strip() for v in value if v.strip())
-    if not names and not allow_empty:
-        raise ValueError(f"{name} must name at least one field, got {value!r}")
-    return names
+    return tuple(v.strip() for v in value if v.strip())
 
 
 def read_dict(name: str, value: Any) -> dict[str, Any]:
@@ -157,9 +176,11 @@ def read_dict(name: str, value: Any) -> dict[str, Any]:
             value = json.loads(value) if value.strip() else {}
         except ValueError as exc:
             raise ValueError(f"{name} must be a dict (or its JSON): {exc}") from None
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{name} must be a dict, got {value!r}")
-    return {str(k): v for k, v in value.items()}
+    try:
+        found = dict(value)  # as Scrapy's getdict: a list of pairs is a dict too
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a dict, got {value!r}") from None
+    return {str(k): v for k, v in found.items()}
 
 
 def _rules(name: str, value: Mapping[str, Any]) -> dict[str, bool]:
@@ -236,25 +257,25 @@ class DedupConfig:
             url_keep_params=r.names("DEDUP_URL_KEEP_PARAMS"),
             url_host_rules=_host_rules("DEDUP_URL_HOST_RULES", r.mapping("DEDUP_URL_HOST_RULES")),
             content_enabled=r.flag("DEDUP_CONTENT_ENABLED"),
-            text_fields=r.names("DEDUP_TEXT_FIELD", allow_empty=False),
-            url_field=str(r.text("DEDUP_URL_FIELD")),
-            fetched_url_field=str(r.text("DEDUP_FETCHED_URL_FIELD")),
+            text_fields=r.fields("DEDUP_TEXT_FIELD"),
+            url_field=r.text("DEDUP_URL_FIELD"),
+            fetched_url_field=r.text("DEDUP_FETCHED_URL_FIELD"),
             on_duplicate=r.choice("DEDUP_ON_DUPLICATE", ("drop", "mark")),
             near_method=r.choice("DEDUP_NEAR_METHOD", ("minhash", "simhash", "off")),
-            near_threshold=r.number("DEDUP_NEAR_THRESHOLD", float, 0.01, 1.0),
+            near_threshold=r.number("DEDUP_NEAR_THRESHOLD", float, 0.0, 1.0, above=True),
             simhash_max_distance=r.number("DEDUP_SIMHASH_MAX_DISTANCE", int, 0, 8),
             max_text_chars=r.number("DEDUP_MAX_TEXT_CHARS", int, 1000),
             near_min_words=r.number("DEDUP_NEAR_MIN_WORDS", int, 1),
             canonical_enabled=r.flag("DEDUP_CANONICAL_ENABLED"),
             canonical_check_site=r.flag("DEDUP_CANONICAL_CHECK_SITE"),
             canonical_check_homepage=r.flag("DEDUP_CANONICAL_CHECK_HOMEPAGE"),
-            canonical_head_limit=r.number("DEDUP_CANONICAL_HEAD_LIMIT", int, 1024),
+            canonical_head_limit=r.number("DEDUP_CANONICAL_HEAD_LIMIT", int, 1),
             canonical_min_similarity=r.number("DEDUP_CANONICAL_MIN_SIMILARITY", float, 0.0, 1.0),
-            store=str(r.text("DEDUP_STORE")),
-            namespace=r.text("DEDUP_NAMESPACE", optional=True),
+            store=r.text("DEDUP_STORE"),
+            namespace=r.optional_text("DEDUP_NAMESPACE"),
             reset=r.flag("DEDUP_RESET"),
             store_on_error=r.choice("DEDUP_STORE_ON_ERROR", ("continue", "stop")),
-            redis_prefix=str(r.text("DEDUP_REDIS_PREFIX")),
+            redis_prefix=r.text("DEDUP_REDIS_PREFIX", empty_ok=True),
             store_classes=r.mapping("DEDUP_STORE_CLASSES"),
             debug=r.flag("DEDUP_DEBUG"),
         )

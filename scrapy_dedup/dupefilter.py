@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from typing_extensions import Self
 
-    from scrapy_dedup.stores import DedupStore
-
 __all__ = ["CanonicalDupeFilter"]
 
 logger = logging.getLogger(__name__)
@@ -40,13 +38,14 @@ class CanonicalDupeFilter(BaseDupeFilter):
     survive pause and resume.
     """
 
-    def __init__(self, crawler: Crawler, store: DedupStore | None = None) -> None:
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.state = state = CrawlState.of(crawler)
         self.keys = state.keys
         self.canonicalizer = state.canonicalizer
         self.debug = crawler.settings.getbool("DUPEFILTER_DEBUG") or state.config.debug
-        self.store = state.store if store is None else store
+        self.store = state.store
+        state.attach()
         self._logged_first = False
         # Only with debug on: which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
@@ -62,6 +61,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         # recorded once their outputs are out, and new requests wait in the
         # store's frontier; without it, a page is recorded at its first item.
         self._frontier = state.records_pages
+        # Only page records ask for a request's key again (frontier, SQLite).
+        self._remember = self._frontier or self.store.persists_kept
         if self.store.persists_kept and not self._frontier:
             crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
             crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
@@ -94,7 +95,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
             self._stats.inc("dedup/url/unparsed")
         first = self.store.add_url(key, url_info(request.url, mask))
         if first is None:
-            self.keys.remember(request, request_key)
+            if self._remember:
+                self.keys.remember(request, request_key)
             self._stats.inc("dedup/url/seen")
             if self._frontier:
                 self._add_pending(key, request)
@@ -207,7 +209,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     def close(self, reason: str) -> None:
         self._stats.flush()
-        self.state.close_unless_crawling()
+        self.state.detach()
 
     def clear(self) -> None:
         """Forget every seen URL key (scrapy-redis calls this to flush); kept

@@ -67,6 +67,8 @@ class DedupFrontierMiddleware:
             raise NotConfigured
         self.store = state.store
         self.keys = state.keys
+        self.state = state
+        state.attach()
         self.stats = crawler.stats
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
@@ -176,3 +178,4 @@ class DedupFrontierMiddleware:
             # Every request was processed: the frontier holds only those whose
             # outputs were dropped on the way (download errors, offsite...).
             self.store.clear_pending()
+        self.state.detach()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from enum import IntFlag
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 from weakref import WeakKeyDictionary
 
@@ -120,6 +120,9 @@ class RequestKey(NamedTuple):
     mask: int  # the rules that changed the request's URL
 
 
+_request_key = partial(tuple.__new__, RequestKey)  # RequestKey(...) without its Python __new__
+
+
 class RequestKeys:
     """Keys of requests under one canonicalizer and request fingerprinter,
     each request's computed once (cached like Scrapy's fingerprinter)."""
@@ -159,7 +162,7 @@ class RequestKeys:
             except ValueError:  # a key Scrapy would not accept as a URL
                 canonical_request = request
             extra = self.fingerprinter.fingerprint(canonical_request)
-        return RequestKey(url_key(request.method, url, request.body, extra), url, mask)
+        return _request_key((url_key(request.method, url, request.body, extra), url, mask))
 
     def hop(self, request: Any, url: str) -> int | None:
         """The key of a GET of ``url`` (a redirect hop, a canonical URL) with

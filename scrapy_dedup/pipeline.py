@@ -89,6 +89,7 @@ class ContentDedupPipeline:
     def open_spider(self) -> None:
         self.store = self.state.store
         self.canonicals = self.state.canonicals
+        self.state.attach()
 
     def close_spider(self) -> None:
         if self._held:
@@ -96,7 +97,9 @@ class ContentDedupPipeline:
             # item came out, but its text is not recorded for later runs.
             self.stats.inc_value("dedup/items/unrecorded", len(self._held))
             self._held.clear()
-        self.state.flush()
+        if self.store is not None:
+            self.store = None
+            self.state.detach()
 
     async def process_item(self, item: Any) -> Any:
         if self.store is None:  # used without open_spider (e.g. called directly)

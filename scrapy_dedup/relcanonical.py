@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import TextResponse
 
@@ -50,6 +50,8 @@ class RelCanonicalMiddleware:
         self.debug = config.debug
         self.store = state.store
         self.canonicals = state.canonicals
+        state.attach()
+        crawler.signals.connect(state.detach, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

@@ -9,9 +9,9 @@ guarded by ``DEDUP_STORE_ON_ERROR``), the fetched -> canonical map that the
 rel=canonical middleware fills and the pipeline reads, and whether pages are
 recorded by :class:`~scrapy_dedup.frontier.DedupFrontierMiddleware`.
 
-The store is closed once, at ``engine_stopped`` (after every ``spider_closed``
-handler wrote), or by :meth:`close` when a component is used outside a
-running engine.
+The store is closed once: at ``engine_stopped`` (after every ``spider_closed``
+handler wrote) in a crawl; outside a running engine (a script, a test) when
+the last component that :meth:`attach`-ed to the state :meth:`detach`-es.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ class CrawlState:
         self._flush_scheduled = False
         self.closed = False
         self._crawling = False
+        self._users = 0
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 
@@ -167,10 +168,12 @@ class CrawlState:
             closing.addErrback(lambda failure: None)
 
     def _flush_soon(self) -> None:
-        """A batch of writes is due: commit it on the next reactor turn, so
-        that everything recorded in this turn (a page and the requests and
-        texts it led to) commits together."""
-        if not self._flush_scheduled and not self.closed:
+        """A batch of writes is due: in a crawl, commit it on the next reactor
+        turn, so that everything recorded in this turn (a page and the requests
+        and texts it led to) commits together; outside one, at once."""
+        if not self._crawling:
+            self.flush()
+        elif not self._flush_scheduled and not self.closed:
             self._flush_scheduled = True
             call_later(0, self._scheduled_flush)
 
@@ -200,10 +203,16 @@ class CrawlState:
         if self._store is not None:
             self._store.close()
 
-    def close_unless_crawling(self) -> None:
-        """Close the state of a component used outside a running engine (in a
-        script or a test): nothing else would; in a crawl only flush."""
-        if not self._crawling:
-            self.close()
-        else:
+    def attach(self) -> None:
+        """A component starts using the state (pair with :meth:`detach`)."""
+        self._users += 1
+
+    def detach(self) -> None:
+        """A component is done with the state: in a crawl, its records are
+        flushed (the store closes at ``engine_stopped``); outside one, the
+        last component to leave closes the store."""
+        self._users -= 1
+        if self._crawling or self._users > 0:
             self.flush()
+        else:
+            self.close()

@@ -50,8 +50,8 @@ def test_a_host_rule_set_off_as_text_is_off() -> None:
         ("DEDUP_URL_STRIP_PARAMS", 5),
         ("DEDUP_URL_KEEP_PARAMS", [1]),
         ("DEDUP_TEXT_FIELD", 5),
-        ("DEDUP_TEXT_FIELD", []),
-        ("DEDUP_URL_FIELD", ""),
+        ("DEDUP_TEXT_FIELD", [5]),
+        ("DEDUP_URL_FIELD", 5),
         ("DEDUP_CANONICAL_HEAD_LIMIT", 0),
         ("DEDUP_CANONICAL_HEAD_LIMIT", -1),
         ("DEDUP_CANONICAL_MIN_SIMILARITY", 5),
@@ -97,6 +97,34 @@ def test_a_misspelled_setting_is_named_with_the_closest_known_one(
         make_filter(DEDUP_STOER="sqlite:///x.db", DEDUP_NEAR_TRESHOLD=0.9).close("finished")
     assert "Unknown setting DEDUP_STOER is ignored; did you mean DEDUP_STORE?" in caplog.text
     assert "did you mean DEDUP_NEAR_THRESHOLD?" in caplog.text
+
+
+def test_what_scrapy_itself_accepts_is_accepted() -> None:
+    config = DedupConfig.from_settings(
+        get_crawler(
+            settings_dict={
+                "DEDUP_DEBUG": 1.0,  # Settings.getbool reads bool(int(value))
+                "DEDUP_RESET": "-1",
+                "DEDUP_URL_RULES": [("www", "false")],  # getdict takes pairs too
+                "DEDUP_URL_HOST_RULES": {"a.example": {"strip_params": "foo bar"}},
+                "DEDUP_URL_STRIP_PARAMS": "affiliate,sort",
+                "DEDUP_TEXT_FIELD": "",  # empty: the default
+                "DEDUP_URL_FIELD": "",
+                "DEDUP_NAMESPACE": 2026,
+                "DEDUP_REDIS_PREFIX": "",
+                "DEDUP_NEAR_THRESHOLD": 0.005,
+                "DEDUP_CANONICAL_HEAD_LIMIT": 512,
+            }
+        ).settings
+    )
+    assert config.debug and config.reset
+    assert config.url_rules == {"www": False}
+    assert config.url_host_rules["a.example"]["strip_params"] == ("foo", "bar")
+    assert config.url_strip_params == ("affiliate", "sort")
+    assert (config.text_fields, config.url_field) == (("text",), "url")
+    assert (config.namespace, config.redis_prefix) == ("2026", "")
+    keys = config.canonicalizer()
+    assert keys("https://a.example/p?foo=1&bar=2&id=3") == "https://a.example/p?id=3"
 
 
 def test_defaults_are_what_a_config_without_settings_holds() -> None:

@@ -29,7 +29,7 @@ class MemoryStore(DedupStore):
     ) -> MemoryStore:
         """``memory`` (with ``JOBDIR``, :func:`~scrapy_dedup.stores.open_store`
         opens an SQLite file in the job directory instead)."""
-        if uri.strip().lower() != "memory":
+        if uri.strip().lower() not in ("memory", "memory:", "memory://"):
             raise ValueError(f"DEDUP_STORE={uri!r}: the memory store takes no options")
         return cls()
 

@@ -11,7 +11,7 @@ key                           field -> value                             written
 ``P:n:<method>:<byte, hex>``  band key + slot (0-7) -> 8-byte doc id       HSETNX
 ``P:d:<method>:<byte, hex>``  8-byte doc id -> fingerprint + URL         HSETNX
 ``P:f:<byte, hex>``           64-bit canonical key -> fingerprints       append (Lua)
-``P:k:<byte, hex>``           64-bit canonical key -> first page (int)   HSETNX (Lua)
+``P:k:<top 16 bits, hex>``    low 48 bits of a filing key -> first page  HSETNX (Lua)
 ============================  =========================================  ==================
 
 URL keys live in up to 65,536 small hashes, which Redis keeps as compact
@@ -84,9 +84,9 @@ class RedisStore(DedupStore):
         self.uri = redact(uri) if uri else repr(client)
         self.namespace = namespace
         self.base = f"{prefix}:{namespace}"
-        # Keys known to be seen: a key's first value never changes, so a link
-        # repeated on every page costs one round trip per worker, not per page.
+        # First values already known (URL keys, claims): see _first().
         self._known = CompactMap()
+        self._claimed = CompactMap()
         self._lookup: tuple[str, bytes, list[str], list[bytes | None]] | None = None
         try:
             client.ping()
@@ -172,24 +172,32 @@ class RedisStore(DedupStore):
 
     # -- URL keys ----------------------------------------------------------
 
-    def _url_slot(self, key: int) -> tuple[str, bytes]:
-        return f"{self.base}:u:{key >> 48:04x}", (key & _LOW48).to_bytes(6, "little")
+    def _slot(self, kind: str, key: int) -> tuple[str, bytes]:
+        """Where a 64-bit key of ``kind`` ("u" URL keys, "k" claims) lives:
+        one of 65,536 small hashes, its low 48 bits the field."""
+        return f"{self.base}:{kind}:{key >> 48:04x}", (key & _LOW48).to_bytes(6, "little")
 
-    def add_url(self, key: int, info: int) -> int | None:
-        known = self._known.get(key)
+    def _first(self, kind: str, cache: CompactMap, key: int, value: int, what: str) -> int | None:
+        """Record ``value`` for a new ``key``: ``None``, else the first value.
+        A key's first value never changes, so answers are cached: a link
+        repeated on every page costs one round trip per worker, not per page."""
+        known = cache.get(key)
         if known is not None:
             return known
-        name, field = self._url_slot(key)
-        first = self._set_first("record a URL", name, field, str(info).encode())
-        value = info if first is None else int(first)
-        self._known.setdefault(key, value)
-        return None if first is None else value
+        name, field = self._slot(kind, key)
+        first = self._set_first(what, name, field, str(value).encode())
+        found = value if first is None else int(first)
+        cache.setdefault(key, found)
+        return None if first is None else found
+
+    def add_url(self, key: int, info: int) -> int | None:
+        return self._first("u", self._known, key, info, "record a URL")
 
     def get_url(self, key: int) -> int | None:
         known = self._known.get(key)
         if known is not None:
             return known
-        name, field = self._url_slot(key)
+        name, field = self._slot("u", key)
         value = self._call("read a URL", self.client.hget, name, field)
         if value is None:
             return None
@@ -287,11 +295,7 @@ class RedisStore(DedupStore):
     # -- rel=canonical -----------------------------------------------------
 
     def claim(self, key: int, owner: int) -> int | None:
-        name = f"{self.base}:k:{key >> 56:02x}"
-        first = self._set_first(
-            "record a canonical claim", name, key.to_bytes(8, "little"), str(owner).encode()
-        )
-        return None if first is None else int(first)
+        return self._first("k", self._claimed, key, owner, "record a canonical claim")
 
     def _filed_slot(self, key: int) -> tuple[str, bytes]:
         return f"{self.base}:f:{key >> 56:02x}", key.to_bytes(8, "little")
@@ -324,11 +328,13 @@ class RedisStore(DedupStore):
         keys only, or everything. Patterns are exact, so namespace ``shop``
         never touches ``shop:2026``."""
         self._known.clear()
+        if not urls_only:
+            self._claimed.clear()
         base = re.sub(r"([\\*?\[\]])", r"\\\1", self.base)  # glob-escaped
         hex2 = "[0-9a-f]" * 2
         patterns = [f"{base}:u:{hex2}{hex2}"]
         if not urls_only:
-            patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}"]
+            patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}{hex2}"]
             for method in _METHODS:
                 patterns += [f"{base}:n:{method}:{hex2}", f"{base}:d:{method}:{hex2}"]
         try:

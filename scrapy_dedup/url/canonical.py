@@ -313,6 +313,12 @@ class URLCanonicalizer:
             applied |= _BIT["www"]
         return host, cfg, applied
 
+    def _cache_host(self, host: str) -> tuple[str, _Config, int]:
+        if len(self._host_cache) >= _HOST_CACHE_SIZE:
+            self._host_cache.clear()
+        found = self._host_cache[host] = self._host(host)
+        return found
+
     def canonicalize_traced(self, url: str) -> tuple[str, int]:
         """The key of ``url`` and a bit mask of the rules that changed it.
 
@@ -336,17 +342,14 @@ class URLCanonicalizer:
         scheme, netloc, path, query, fragment = match.groups()
         if scheme is None or scheme.lower() not in _DEFAULT_PORT:
             return url, 0  # only http(s) URLs are rewritten; others are left alone
-        authority = _split_authority(netloc)
-        if authority is None:
-            return None
-        userinfo, host, port_text = authority
-        cached = self._host_cache.get(host)
-        if cached is None:
-            cached = self._host(host)
-            if len(self._host_cache) >= _HOST_CACHE_SIZE:
-                self._host_cache.clear()
-            self._host_cache[host] = cached
-        host, cfg, applied = cached
+        if netloc and "@" not in netloc and ":" not in netloc and "[" not in netloc:
+            userinfo, host, port_text = None, netloc, None  # the common case, at once
+        else:
+            authority = _split_authority(netloc)
+            if authority is None:
+                return None
+            userinfo, host, port_text = authority
+        host, cfg, applied = self._host_cache.get(host) or self._cache_host(host)
         if applied < 0:
             return None
         scheme = scheme.lower()
@@ -448,7 +451,8 @@ def _query(query: str, cfg: _Config, applied: int) -> tuple[str | None, int]:
     if cfg.empty_query and "" in pieces:
         pieces = [p for p in pieces if p]
         applied |= _BIT["empty_query"]
-    pieces, applied = _rewrite_pieces(query, pieces, cfg, applied)
+    if "+" in query or _QUERY_FIX_RE.search(query):
+        pieces, applied = _rewrite_pieces(query, pieces, cfg, applied)
     if cfg.strip:
         pieces, applied = _strip_params(pieces, cfg, applied)
     if (
