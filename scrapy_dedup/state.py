@@ -145,7 +145,9 @@ class CrawlState:
             raise
         if config.reset:
             logger.warning(
-                "DEDUP_RESET is set: forgetting namespace %r of %s", namespace, config.store
+                "DEDUP_RESET is set: forgetting namespace %r of %s",
+                namespace,
+                redact(config.store),
             )
             store.clear()
         guarded = GuardedStore(

@@ -170,5 +170,8 @@ def redact(uri: str) -> str:
 
     >>> redact("redis://:s3cret@cache:6379/0")
     'redis://:***@cache:6379/0'
+    >>> redact("redis://user:p@ss@cache/0?password=x&db=1")
+    'redis://user:***@cache/0?password=***&db=1'
     """
-    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", uri)
+    uri = re.sub(r"(//[^/@:]*:)[^/]*@", r"\1***@", uri)  # up to the last "@" of the authority
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", uri, flags=re.IGNORECASE)
