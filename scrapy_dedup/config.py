@@ -19,7 +19,7 @@ from typing import Any
 
 from scrapy_dedup.url import RULES, URLCanonicalizer
 
-__all__ = ["DEFAULTS", "DedupConfig", "read_bool"]
+__all__ = ["DEFAULTS", "DedupConfig", "read_bool", "read_duration"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_RESET": False,  # forget the namespace's state when the crawl starts
     "DEDUP_STORE_ON_ERROR": "continue",  # or "stop": what a store failing mid-crawl does
     "DEDUP_REDIS_PREFIX": "dedup",  # Redis key names start "<prefix>:<namespace>:"
+    # how long a later run skips a kept page: None (for ever), seconds, or "7d", "12h", "30m"
+    "DEDUP_RECRAWL_AFTER": None,
+    "DEDUP_FRONTIER_RETRIES": 3,  # later runs that try a failed or unfinished request again
     # {scheme: "path.to.StoreClass"}: stores of your own, by DEDUP_STORE URI scheme
     "DEDUP_STORE_CLASSES": {},
     # Logging
@@ -242,6 +245,8 @@ class DedupConfig:
     store_on_error: str = "continue"
     redis_prefix: str = "dedup"
     store_classes: dict[str, Any] = field(default_factory=dict)
+    recrawl_after: float | None = None
+    frontier_retries: int = 3
     # Logging
     debug: bool = False
 
@@ -277,6 +282,8 @@ class DedupConfig:
             store_on_error=r.choice("DEDUP_STORE_ON_ERROR", ("continue", "stop")),
             redis_prefix=r.text("DEDUP_REDIS_PREFIX", empty_ok=True),
             store_classes=r.mapping("DEDUP_STORE_CLASSES"),
+            recrawl_after=read_duration("DEDUP_RECRAWL_AFTER", r.raw("DEDUP_RECRAWL_AFTER")),
+            frontier_retries=r.number("DEDUP_FRONTIER_RETRIES", int, 0),
             debug=r.flag("DEDUP_DEBUG"),
         )
         config.canonicalizer()  # host rules are checked by building one
@@ -293,6 +300,32 @@ class DedupConfig:
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"invalid DEDUP_URL_HOST_RULES: {exc}") from exc
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def read_duration(name: str, value: Any) -> float | None:
+    """Seconds of a duration setting: ``None`` or ``""`` (never), a number of
+    seconds, or a string such as ``"90s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``.
+
+    >>> read_duration("X", "7d"), read_duration("X", 90), read_duration("X", None)
+    (604800.0, 90.0, None)
+    """
+    if value is None or value == "":
+        return None
+    text = str(value).strip().lower()
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        seconds = -1.0
+    if isinstance(value, bool) or not seconds > 0 or seconds == float("inf"):
+        raise ValueError(
+            f"{name} must be a positive duration such as 3600, '30m', '12h' or '7d', "
+            f"or None for never; got {value!r}"
+        )
+    return seconds
 
 
 def _warn_unknown(settings: Any) -> None:

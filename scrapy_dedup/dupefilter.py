@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
 from scrapy_dedup._stats import StatsBuffer
-from scrapy_dedup.keys import RequestKey, merge_reasons, url_info
+from scrapy_dedup.keys import PREVIOUS_RUN, RequestKey, merge_reasons, url_info
 from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.url import RULES, UNPARSED
@@ -57,16 +57,14 @@ class CanonicalDupeFilter(BaseDupeFilter):
         crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
         # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
         crawler.signals.connect(self._stats.flush, signal=signals.spider_closed)
-        # With DedupFrontierMiddleware (the add-on enables it), pages are
-        # recorded once their outputs are out, and new requests wait in the
-        # store's frontier; without it, a page is recorded at its first item.
+        # With DedupFrontierMiddleware (the add-on enables it), new requests
+        # wait in the store's frontier until their page is done, and pages are
+        # recorded for later runs once their outputs are out. Without it
+        # nothing is recorded for later runs (see CrawlState.store).
         self._frontier = state.records_pages
-        # Only page records ask for a request's key again (frontier, SQLite).
-        self._remember = self._frontier or self.store.persists_kept
-        if self.store.persists_kept and not self._frontier:
-            crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
-            crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
-            crawler.signals.connect(self._response_received, signal=signals.response_received)
+        self._remember = self._frontier
+        # Start requests fetched again although an earlier run kept them.
+        self._started: set[int] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,6 +109,18 @@ class CanonicalDupeFilter(BaseDupeFilter):
         if first is None:
             return False
         key = request_key.key
+        if first & PREVIOUS_RUN and key not in self._started and self._resumed(request):
+            # Once per run, an earlier run does not make these skipped (a
+            # later link to one still is): start requests, how a later run
+            # finds new links, and requests an interrupted run left unfinished
+            # (with JOBDIR, the earlier run saw them without fetching them).
+            self._started.add(key)
+            if request.meta.get("is_start_request"):
+                self._stats.inc("dedup/url/start_refetched")
+            if self._frontier:
+                self.keys.remember(request, request_key)
+                self._add_pending(key, request)
+            return False
         if key not in self._redirected and self._is_redirect_to_same_key(request, request_key.url):
             self._redirected.add(key)
             self._stats.inc("dedup/url/redirect_allowed")
@@ -122,6 +132,11 @@ class CanonicalDupeFilter(BaseDupeFilter):
             return False
         self._last = (request, key, request_key.mask, first)
         return True
+
+    @staticmethod
+    def _resumed(request: Request) -> bool:
+        meta = request.meta
+        return bool(meta.get("is_start_request") or meta.get("dedup_restored"))
 
     def _is_redirect_to_same_key(self, request: Request, canonical_url: str) -> bool:
         sources = request.meta.get("redirect_urls")
@@ -175,7 +190,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         if request.dont_filter:
             self._record(request)
 
-    # What a later run skips (SQLite) -------------------------------------
+    # The frontier (DedupFrontierMiddleware) ------------------------------
 
     def _add_pending(self, key: int, request: Request) -> None:
         text, simplified = request_to_json(request, self.crawler.spider)
@@ -185,24 +200,6 @@ class CanonicalDupeFilter(BaseDupeFilter):
         if simplified:
             self._stats.inc("dedup/frontier/simplified")
         self.store.add_pending(key, text)
-
-    def _item_scraped(self, item: Any, response: Any) -> None:
-        self._keep(response)
-
-    def _item_dropped(self, item: Any, response: Any, exception: BaseException) -> None:
-        # A duplicate's text is kept under another URL: its page is done too.
-        if getattr(exception, "dedup_duplicate", False):
-            self._keep(response)
-
-    def _response_received(self, response: Any, request: Request) -> None:
-        if request.meta.get("dedup_persist") is True:
-            self._keep(response, request)
-
-    def _keep(self, response: Any, request: Request | None = None) -> None:
-        request = request if request is not None else getattr(response, "request", None)
-        if request is not None and request.meta.get("dedup_persist") is not False:
-            for key, info in self.keys.page(request):
-                self.store.keep_url(key, info)
 
     def open(self) -> None:
         pass

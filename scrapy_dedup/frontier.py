@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 
+from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.serialize import request_from_json
 from scrapy_dedup.state import CrawlState
 
@@ -47,6 +48,8 @@ class _Page:
     outstanding: int = 0  # outputs not yet scheduled, filtered or out of the pipelines
     kept: int = 0  # items scraped, or dropped as duplicates of a kept text
     finished: bool = False
+    yielded: int = 0  # outputs in all
+    failed: bool = False  # an error answer that gave nothing: a later run tries again
 
 
 class DedupFrontierMiddleware:
@@ -62,7 +65,7 @@ class DedupFrontierMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         state = CrawlState.of(crawler)
-        if not state.store.persists_kept:
+        if not state.store.persistent:
             # The normal case with a memory or Redis store: nothing to say.
             raise NotConfigured
         self.store = state.store
@@ -70,11 +73,13 @@ class DedupFrontierMiddleware:
         self.state = state
         state.attach()
         self.stats = crawler.stats
+        self.max_retries = state.config.frontier_retries
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
+        self._restoring: dict[int, Request] = {}  # restored requests not scheduled yet
         connect = crawler.signals.connect
         connect(self._request_out, signal=signals.request_scheduled)
-        connect(self._request_out, signal=signals.request_dropped)
+        connect(self._request_dropped, signal=signals.request_dropped)
         connect(self._item_scraped, signal=signals.item_scraped)
         connect(self._item_dropped, signal=signals.item_dropped)
         connect(self._item_error, signal=signals.item_error)
@@ -85,22 +90,47 @@ class DedupFrontierMiddleware:
         return cls(crawler)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        pending = self.store.pending_requests()
-        if pending:
-            restored = 0
-            for text in pending:
-                request = request_from_json(text, self.crawler.spider)
-                if request is not None:
-                    restored += 1
-                    # Through the filter: a request the crawl meets again is fetched once.
-                    yield request.replace(dont_filter=False)
-            self.stats.inc_value("dedup/frontier/restored", restored)
-            logger.info(
-                "Resuming %d requests an earlier run of this namespace left unfinished",
-                restored,
-            )
+        for request in self._restored():
+            # Through the filter: a request the crawl meets again is fetched once.
+            yield request
         async for item_or_request in start:
             yield item_or_request
+
+    def _restored(self) -> list[Request]:
+        """The requests earlier runs left unfinished (interrupted, or failed:
+        a download error, an error answer, a callback that raised), each
+        tried again by at most ``DEDUP_FRONTIER_RETRIES`` later runs."""
+        restored: list[Request] = []
+        given_up: list[str] = []
+        for text in self.store.pending_requests():
+            request = request_from_json(text, self.crawler.spider)
+            if request is None:
+                continue
+            attempts = int(request.meta.get("dedup_attempts", 0))
+            if attempts >= self.max_retries:
+                given_up.append(request.url)
+                self.store.done_pending(self.keys.compute(request).key)
+                continue
+            meta = {**request.meta, "dedup_attempts": attempts + 1, "dedup_restored": True}
+            request = request.replace(dont_filter=False, meta=meta)
+            self._restoring[id(request)] = request  # held: its id is not reused
+            restored.append(request)
+        if restored:
+            self.stats.inc_value("dedup/frontier/restored", len(restored))
+            logger.info(
+                "Resuming %d requests that earlier runs of this namespace left unfinished",
+                len(restored),
+            )
+        if given_up:
+            self.stats.inc_value("dedup/frontier/given_up", len(given_up))
+            logger.warning(
+                "Giving up %d requests that failed or stayed unfinished in %d runs "
+                "(DEDUP_FRONTIER_RETRIES): %s",
+                len(given_up),
+                self.max_retries + 1,
+                ", ".join(given_up[:10]) + (" ..." if len(given_up) > 10 else ""),
+            )
+        return restored
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
@@ -113,21 +143,39 @@ class DedupFrontierMiddleware:
         try:
             async for output in result:
                 page.outstanding += 1
+                page.yielded += 1
                 if isinstance(output, Request):
                     self._requests[id(output)] = (output, page)
                 yield output
         except BaseException:
             # A failed callback: the page stays in the frontier, fetched again next run.
             self._pages.pop(id(response), None)
+            self.stats.inc_value("dedup/frontier/failed")
             raise
         page.finished = True
+        # An error answer the spider did not handle (HttpErrorMiddleware turned
+        # it into nothing): not done, a later run fetches it again.
+        page.failed = not page.yielded and not 200 <= response.status < 300
         self._maybe_settle(page)
 
     def _request_out(self, request: Request) -> None:
+        if self._restoring.pop(id(request), None) is not None:
+            return
         entry = self._requests.pop(id(request), None)
         if entry is not None:
             entry[1].outstanding -= 1
             self._maybe_settle(entry[1])
+
+    def _request_dropped(self, request: Request) -> None:
+        if self._restoring.pop(id(request), None) is not None:
+            # A restored request the filter dropped: done if an earlier run
+            # kept its page since; else the request that got there first in
+            # this run (same key, same pending row) is in the frontier now.
+            key = self.keys.compute(request).key
+            if (self.store.get_url(key) or 0) & PREVIOUS_RUN:
+                self.store.done_pending(key)
+            return
+        self._request_out(request)
 
     def _item_scraped(self, item: Any, response: Response | None) -> None:
         self._item_out(response, kept=True)
@@ -161,21 +209,23 @@ class DedupFrontierMiddleware:
         if self._pages.pop(id(response), None) is not page:
             return
         request = response.request
+        if page.failed:
+            self.stats.inc_value("dedup/frontier/failed")
+            return
         persist = request.meta.get("dedup_persist")
         if persist is not False and (page.kept or persist is True):
-            for key, info in self.keys.page(request):
-                self.store.keep_url(key, info)
+            for key, info, url in self.keys.page(request):
+                self.store.keep_url(key, info, url)
         self.store.done_pending(page.key)
         for hop in self.keys.hops(request):
             self.store.done_pending(hop)
 
     def _spider_closed(self, reason: str) -> None:
-        # Pages whose outputs never all came out (a request dropped by a spider
-        # middleware below this one) stay in the frontier.
+        # What is still in the frontier stays for the next run: requests not
+        # processed yet (an interrupted run), failed pages, and pages whose
+        # outputs never all came out (a request dropped by a middleware).
         self._pages.clear()
         self._requests.clear()
-        if reason == "finished":
-            # Every request was processed: the frontier holds only those whose
-            # outputs were dropped on the way (download errors, offsite...).
-            self.store.clear_pending()
+        self._restoring.clear()
+        self.store.end_run()
         self.state.detach()

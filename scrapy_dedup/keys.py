@@ -173,21 +173,21 @@ class RequestKeys:
             return None
         return self.compute(other).key
 
-    def page(self, request: Any) -> list[tuple[int, int]]:
-        """``(key, info)`` of everything a fetched page stands for: its own
-        request, the redirect hops that led to it and the rel=canonical URL it
-        declared (``dedup_canonical_url`` in meta)."""
+    def page(self, request: Any) -> list[tuple[int, int, str]]:
+        """``(key, info, URL)`` of everything a fetched page stands for: its
+        own request, the redirect hops that led to it and the rel=canonical
+        URL it declared (``dedup_canonical_url`` in meta)."""
         key, _, mask = self.of(request)
-        found = [(key, url_info(request.url, mask))]
+        found = [(key, url_info(request.url, mask), request.url)]
         for url in request.meta.get("redirect_urls", ()):
             hop = self.hop(request, url)
             if hop is not None:
-                found.append((hop, url_info(url)))
+                found.append((hop, url_info(url), url))
         canonical = request.meta.get("dedup_canonical_url")
         if canonical:
             target = self.hop(request, canonical)
             if target is not None:
-                found.append((target, url_info(canonical) | REL_CANONICAL))
+                found.append((target, url_info(canonical) | REL_CANONICAL, canonical))
         return found
 
     def hops(self, request: Any) -> list[int]:

@@ -17,8 +17,10 @@ the last component that :meth:`attach`-ed to the state :meth:`detach`-es.
 from __future__ import annotations
 
 import logging
+import os
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import quote, unquote
 from weakref import WeakKeyDictionary
 
 from scrapy import signals
@@ -27,6 +29,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import load_object
+from scrapy.utils.project import data_path
 from scrapy.utils.request import RequestFingerprinter
 
 from scrapy_dedup.config import DedupConfig
@@ -67,6 +70,20 @@ def _custom_fingerprinter(crawler: Crawler) -> Any:
     if fingerprinter is None or type(fingerprinter) is RequestFingerprinter:
         return None
     return fingerprinter
+
+
+def _resolve_sqlite_path(uri: str) -> str:
+    """A relative ``sqlite:///`` path resolves as Scrapy's other state does
+    (``data_path``: under the project's ``.scrapy`` directory, whatever the
+    current directory); absolute paths and other stores are left alone."""
+    text = uri.strip()
+    if not text.lower().startswith("sqlite:///") or text[len("sqlite:///") :].startswith("/"):
+        return uri
+    relative = text[len("sqlite:///") :]
+    if not relative or relative.startswith("file:") or unquote(relative) == ":memory:":
+        return uri  # SqliteStore.from_uri explains what is wrong with it
+    base = os.path.abspath(data_path(".", createdir=False))
+    return f"sqlite:///{quote(base, safe='/')}/{relative}"
 
 
 def _records_pages(settings: Any) -> bool:
@@ -123,21 +140,23 @@ class CrawlState:
 
     @property
     def records_pages(self) -> bool:
-        """Whether pages are recorded for later runs by the frontier middleware
-        (a store that persists kept pages, and the middleware enabled);
-        otherwise the dupefilter records a page at its first item."""
-        return self.store.persists_kept and _records_pages(self.crawler.settings)
+        """Whether the frontier middleware keeps a frontier and records pages
+        for later runs (a store that outlives the run, and the middleware
+        enabled); otherwise nothing is recorded for later runs."""
+        return self.store.persistent and _records_pages(self.crawler.settings)
 
     def _open_store(self) -> GuardedStore:
         config = self.config
         namespace = config.namespace or getattr(self.crawler.spider, "name", None) or "default"
+        frontier = _records_pages(self.crawler.settings)
         try:
             store = open_store(
-                config.store,
+                _resolve_sqlite_path(config.store),
                 str(namespace),
                 jobdir=job_dir(self.crawler.settings),
                 prefix=config.redis_prefix,
                 classes=config.store_classes,
+                recrawl_after=config.recrawl_after,
             )
         except StoreError as exc:
             # One line naming the store, not a traceback from deep inside Scrapy.
@@ -150,6 +169,34 @@ class CrawlState:
                 redact(config.store),
             )
             store.clear()
+        elif store.describe():
+            logger.info(
+                "Dedup store %s; to start over, run once with -s DEDUP_RESET=1",
+                store.describe(),
+            )
+        if store.persistent and not frontier:
+            # Recording a page as done for later runs is only safe once its
+            # links are scheduled and its items are out, which only the
+            # frontier middleware sees: without it, nothing is recorded.
+            add = (
+                'add SPIDER_MIDDLEWARES = {"scrapy_dedup.DedupFrontierMiddleware": 10} '
+                '(or use ADDONS = {"scrapy_dedup.DedupAddon": 0})'
+            )
+            if store.persists_kept:
+                logger.warning(
+                    "DEDUP_STORE=%s keeps pages for later runs only with "
+                    "DedupFrontierMiddleware: %s. This run deduplicates as usual and "
+                    "records texts, but a later run fetches every page again.",
+                    redact(config.store),
+                    add,
+                )
+            else:
+                logger.warning(
+                    "JOBDIR without DedupFrontierMiddleware: pause and resume work as "
+                    "with Scrapy's own filter, but after a kill -9 the requests Scrapy's "
+                    "queue had not written are lost: %s.",
+                    add,
+                )
         guarded = GuardedStore(
             store,
             redact(config.store),

@@ -74,6 +74,7 @@ def test_page_keys_cover_redirect_hops_and_the_declared_canonical() -> None:
     page = keys.page(request)
     hop = keys.compute(Request("https://a.test/old")).key
     canonical = keys.compute(Request("https://a.test/c")).key
-    assert [key for key, _ in page] == [keys.of(request).key, hop, canonical]
+    assert [key for key, _, _ in page] == [keys.of(request).key, hop, canonical]
+    assert [url for _, _, url in page] == [request.url, "https://a.test/old", "https://a.test/c"]
     assert page[2][1] & REL_CANONICAL and not page[1][1] & REL_CANONICAL
     assert keys.hops(request) == [hop]

@@ -9,6 +9,7 @@ the class (:data:`STORE_CLASSES`, extended by ``DEDUP_STORE_CLASSES``), whose
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from importlib import import_module
@@ -92,15 +93,22 @@ def open_store(
     jobdir: str | None = None,
     prefix: str = "dedup",
     classes: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> DedupStore:
     """The store a ``DEDUP_STORE`` URI names, for ``namespace``.
 
     - ``memory``: in this process; with ``jobdir`` (Scrapy's ``JOBDIR``) kept
-      in ``<jobdir>/dedup.sqlite3`` for pause and resume, every key seen;
+      in ``<jobdir>/dedup.sqlite3`` for pause and resume: every key seen, as
+      Scrapy's ``requests.seen``, and a frontier fed to the next run only
+      after a crash (after a pause, Scrapy's own queue holds those requests);
     - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``: the
       pages whose items were kept, for incremental recrawls;
     - ``redis://host:port/db`` (also ``rediss://``, ``unix://``), or
       ``redis+cluster://host:port`` for a Redis Cluster (any node).
+
+    ``options`` (``recrawl_after``, ``timeout``...) go to the class's
+    ``from_uri`` where it takes them, so a store of your own written for an
+    older version keeps working.
 
     Raises :class:`StoreError` when the store cannot be used, ``ValueError``
     for a URI it cannot read.
@@ -108,5 +116,19 @@ def open_store(
     cls = store_class(uri, classes)
     if cls is MemoryStore and jobdir:
         MemoryStore.from_uri(uri, namespace)  # validates the URI
-        return SqliteStore(os.path.join(jobdir, "dedup.sqlite3"), namespace, persist="seen")
-    return cls.from_uri(uri.strip(), namespace, jobdir=jobdir, prefix=prefix)
+        cls = SqliteStore
+        path = os.path.join(jobdir, "dedup.sqlite3")
+        return SqliteStore(
+            path, namespace, persist="seen", resume="after_crash", **_taken(cls, options)
+        )
+    return cls.from_uri(
+        uri.strip(), namespace, jobdir=jobdir, prefix=prefix, **_taken(cls.from_uri, options)
+    )
+
+
+def _taken(function: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The ``options`` that ``function`` accepts (all, if it takes ``**kwargs``)."""
+    parameters = inspect.signature(function).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return options
+    return {name: value for name, value in options.items() if name in parameters}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -54,6 +54,10 @@ class DedupStore(ABC):
     #: Whether URL keys survive the run only for pages whose items were kept
     #: (:meth:`keep_url`), not every key seen (SQLite; see the README).
     persists_kept = False
+    #: Whether the store outlives the run (SQLite, JOBDIR, Redis): it keeps a
+    #: frontier of unfinished requests for the next run, written by
+    #: :class:`~scrapy_dedup.frontier.DedupFrontierMiddleware`.
+    persistent = False
     #: Set by the owner of a store that batches writes: called when a batch is
     #: due, instead of writing it at once; the owner then calls :meth:`flush`
     #: soon, so that what is recorded in one reactor turn commits together.
@@ -77,9 +81,29 @@ class DedupStore(ABC):
     def get_url(self, key: int) -> int | None:
         """The info recorded with ``key``, ``None`` when unknown."""
 
-    def keep_url(self, key: int, info: int) -> None:
-        """Record ``key`` as done for later runs: its page's items were kept."""
+    def keep_url(self, key: int, info: int, url: str | None = None) -> None:
+        """Record ``key`` (a page at ``url``) as done for later runs: its
+        items were kept. Later runs skip it (for ``recrawl_after`` seconds)."""
         self.add_url(key, info)
+
+    def expired(self, key: int) -> bool:
+        """Whether ``key`` was kept by an earlier run whose ``recrawl_after``
+        has passed (so this run fetches it again and compares its text)."""
+        return False
+
+    def forget(self, keys: Iterable[int] = (), prefix: str | None = None) -> list[str]:
+        """Forget the kept pages of ``keys`` and those whose URL starts with
+        ``prefix``, so that the next run fetches them again; their URLs."""
+        raise StoreError(f"{type(self).__name__} keeps nothing for later runs to forget")
+
+    def describe(self) -> str:
+        """One line for the log at start: where the store is, the namespace,
+        and how much earlier state it holds."""
+        return ""
+
+    def end_run(self) -> None:
+        """The run closed (not killed): a store that resumes only after a
+        crash (``JOBDIR``) need not feed its frontier to the next run."""
 
     @abstractmethod
     def url_count(self) -> int:

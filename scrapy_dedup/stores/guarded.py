@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from scrapy_dedup.stores.base import DedupStore, StoreError
@@ -48,6 +48,7 @@ class GuardedStore(DedupStore):
         self.uri = uri
         self.on_error = on_error
         self.persists_kept = store.persists_kept
+        self.persistent = store.persistent
         self._count = count
         self._stop = stop
         self._stopping = False
@@ -148,8 +149,20 @@ class GuardedStore(DedupStore):
     def get_url(self, key: int) -> int | None:
         return self._guard(self.store.get_url, self._local.get_url, key)
 
-    def keep_url(self, key: int, info: int) -> None:
-        self._guard(self.store.keep_url, self._local.keep_url, key, info)
+    def keep_url(self, key: int, info: int, url: str | None = None) -> None:
+        self._guard(self.store.keep_url, self._local.keep_url, key, info, url)
+
+    def expired(self, key: int) -> bool:
+        return self._guard(self.store.expired, self._local.expired, key)
+
+    def forget(self, keys: Iterable[int] = (), prefix: str | None = None) -> list[str]:
+        return self.store.forget(keys, prefix)
+
+    def describe(self) -> str:
+        return self.store.describe()
+
+    def end_run(self) -> None:
+        self._durable(self.store.end_run)
 
     def url_count(self) -> int:
         return self.store.url_count()

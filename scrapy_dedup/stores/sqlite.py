@@ -8,7 +8,7 @@ import os
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -34,6 +34,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS namespaces (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS urls (
     ns INTEGER NOT NULL, key INTEGER NOT NULL, info INTEGER NOT NULL,
+    kept_at INTEGER NOT NULL DEFAULT 0, url TEXT,
     PRIMARY KEY (ns, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS content (
     ns INTEGER NOT NULL, digest BLOB NOT NULL, url TEXT NOT NULL,
@@ -50,12 +51,21 @@ CREATE INDEX IF NOT EXISTS filed_by_key ON filed (ns, key);
 CREATE TABLE IF NOT EXISTS claims (
     ns INTEGER NOT NULL, key INTEGER NOT NULL, owner INTEGER NOT NULL,
     PRIMARY KEY (ns, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (ns INTEGER PRIMARY KEY, clean INTEGER NOT NULL);
 """
+# What version 2 files lack (kept_at: when a page was kept, for DEDUP_RECRAWL_AFTER;
+# url: its URL, to forget pages by prefix; runs: whether the last run closed).
+_V3_COLUMNS = (
+    "ALTER TABLE urls ADD COLUMN kept_at INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE urls ADD COLUMN url TEXT",
+)
 _APPLICATION_ID = 0x53445550  # "SDUP", in the file header: this file is ours
 # 2: rel=canonical claims in a table of their own (version 1 kept them with the URL keys).
-_SCHEMA_VERSION = 2
+# 3: when and under which URL a page was kept; whether the last run closed.
+_SCHEMA_VERSION = 3
 _INSERT = {
-    "urls": "INSERT OR IGNORE INTO urls VALUES (?, ?, ?)",
+    # A page kept again (its DEDUP_RECRAWL_AFTER had passed) gets a new time.
+    "urls": "INSERT OR REPLACE INTO urls VALUES (?, ?, ?, ?, ?)",
     "content": "INSERT OR IGNORE INTO content VALUES (?, ?, ?)",
     "near": "INSERT INTO near VALUES (?, ?, ?, ?)",
     "filed": "INSERT INTO filed VALUES (?, ?, ?)",
@@ -63,6 +73,7 @@ _INSERT = {
     "pending": "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)",
     # Runs after the inserts of its batch: a request is done after it was scheduled.
     "done": "DELETE FROM pending WHERE ns = ? AND key = ?",
+    "runs": "INSERT OR REPLACE INTO runs VALUES (?, ?)",
 }
 
 
@@ -99,13 +110,25 @@ class SqliteStore(MemoryStore):
         persist: str = "kept",
         batch: int = 2000,
         interval: float = 1.0,
+        recrawl_after: float | None = None,
+        resume: str = "always",
     ) -> None:
         super().__init__()
         if persist not in ("kept", "seen"):
             raise ValueError(f"persist must be 'kept' or 'seen', not {persist!r}")
+        if resume not in ("always", "after_crash"):
+            raise ValueError(f"resume must be 'always' or 'after_crash', not {resume!r}")
         self.path = Path(path)
         self.namespace = namespace
         self.persists_kept = persist == "kept"
+        self.persistent = True
+        #: Kept pages older than this many seconds are fetched again.
+        self.recrawl_after = recrawl_after
+        # The unfinished requests of the last run are fed to this one always
+        # (SQLite), or only when it did not close (JOBDIR: after a pause,
+        # Scrapy's own queue holds them).
+        self._resume = resume
+        self._expired = CompactMap()  # kept by an earlier run, past recrawl_after
         self._batch = batch
         self._interval = interval
         self._pending: dict[str, list[tuple[Any, ...]]] = {table: [] for table in _INSERT}
@@ -144,7 +167,13 @@ class SqliteStore(MemoryStore):
 
     @classmethod
     def from_uri(
-        cls, uri: str, namespace: str, *, jobdir: str | None = None, prefix: str = "dedup"
+        cls,
+        uri: str,
+        namespace: str,
+        *,
+        jobdir: str | None = None,
+        prefix: str = "dedup",
+        recrawl_after: float | None = None,
     ) -> SqliteStore:
         """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (as
         in SQLAlchemy); ``%XX`` escapes are decoded, so ``%23`` is a ``#``."""
@@ -165,7 +194,7 @@ class SqliteStore(MemoryStore):
                 f"DEDUP_STORE={uri!r} would keep nothing on disk: use DEDUP_STORE='memory' for "
                 "state that ends with the process, or name a file"
             )
-        return cls(path, namespace, persist="kept")
+        return cls(path, namespace, persist="kept", recrawl_after=recrawl_after)
 
     # -- opening ---------------------------------------------------------
 
@@ -226,6 +255,9 @@ class SqliteStore(MemoryStore):
                 )
             db.execute("PRAGMA journal_mode=WAL")
             if version < _SCHEMA_VERSION:
+                if version < 3:
+                    for statement in _V3_COLUMNS:
+                        db.execute(statement)
                 db.executescript(_SCHEMA)  # adds the tables a newer schema has
                 db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
         db.execute(
@@ -239,30 +271,43 @@ class SqliteStore(MemoryStore):
 
     def _load(self) -> None:
         db, ns = self._db, self._ns
-        rows = db.execute("SELECT key, info FROM urls WHERE ns = ?", (ns,)).fetchall()
+        rows = db.execute("SELECT key, info, kept_at FROM urls WHERE ns = ?", (ns,)).fetchall()
         if rows:
-            pairs = np.array(rows, dtype=np.int64).view(np.uint64)
-            self._urls.update(pairs[:, 0], pairs[:, 1] | np.uint64(PREVIOUS_RUN))
+            table = np.array(rows, dtype=np.int64)
+            keys, infos = table[:, 0].view(np.uint64), table[:, 1].view(np.uint64)
+            fresh = np.ones(len(rows), dtype=bool)
+            if self.recrawl_after is not None and self.persists_kept:
+                fresh = table[:, 2] >= int(time.time() - self.recrawl_after)
+                self._expired.update(keys[~fresh], infos[~fresh])
+            self._urls.update(keys[fresh], infos[fresh] | np.uint64(PREVIOUS_RUN))
         for digest, url in db.execute("SELECT digest, url FROM content WHERE ns = ?", (ns,)):
             self._content[bytes(digest)] = url
-        self._frontier = [
-            row[0] for row in db.execute("SELECT request FROM pending WHERE ns = ?", (ns,))
-        ]
+        row = db.execute("SELECT clean FROM runs WHERE ns = ?", (ns,)).fetchone()
+        self.last_run_closed = bool(row and row[0])
+        db.execute("INSERT OR REPLACE INTO runs VALUES (?, 0)", (ns,))
+        if not (self._resume == "after_crash" and self.last_run_closed):
+            self._frontier = [
+                row[0] for row in db.execute("SELECT request FROM pending WHERE ns = ?", (ns,))
+            ]
         for key, owner in db.execute("SELECT key, owner FROM claims WHERE ns = ?", (ns,)):
             self._claims.setdefault(key & _U64, owner)
         for key, data in db.execute(
             "SELECT key, fingerprint FROM filed WHERE ns = ? ORDER BY rowid", (ns,)
         ):
             self._filed.setdefault(key & _U64, []).append(bytes(data))
-        logger.info(
-            "Dedup store %s, namespace %r: %d URL keys, %d texts and %d unfinished "
-            "requests from earlier runs",
-            self.path,
-            self.namespace,
-            len(rows),
-            len(self._content),
-            len(self._frontier),
+        expired = f" ({len(self._expired)} past DEDUP_RECRAWL_AFTER)" if self._expired else ""
+        what = "pages kept" if self.persists_kept else "URLs seen"
+        self._summary = (
+            f"{self.path.resolve()}, namespace {self.namespace!r}: {len(rows)} {what}{expired} "
+            f"and {len(self._content)} texts from earlier runs, "
+            f"{len(self._frontier)} unfinished requests to resume"
         )
+
+    def describe(self) -> str:
+        return self._summary
+
+    def expired(self, key: int) -> bool:
+        return key in self._expired
 
     def _near_state(self, method: NearMethod) -> tuple[NearIndex, list[str]]:
         state = super()._near_state(method)
@@ -289,13 +334,16 @@ class SqliteStore(MemoryStore):
             return
         self._pending[table].append(row)
         self._pending_count += 1
+        if self.flush_due is not None:
+            # In a crawl: everything recorded in this reactor turn (a page,
+            # the requests and texts it led to) commits together at its end,
+            # so a kill -9 repeats at most the pages in flight.
+            self.flush_due()
+            return
         if (
             self._pending_count >= self._batch
             or time.monotonic() - self._last_commit >= self._interval
         ):
-            if self.flush_due is not None:
-                self.flush_due()
-                return
             try:
                 self.flush()
             except StoreError as exc:
@@ -308,10 +356,10 @@ class SqliteStore(MemoryStore):
     def add_url(self, key: int, info: int) -> int | None:
         first = self._urls.setdefault(key, info)
         if first is None and not self.persists_kept:
-            self._write("urls", (self._ns, _signed(key), info & ~PREVIOUS_RUN))
+            self._write("urls", (self._ns, _signed(key), info & ~PREVIOUS_RUN, 0, None))
         return first
 
-    def keep_url(self, key: int, info: int) -> None:
+    def keep_url(self, key: int, info: int, url: str | None = None) -> None:
         if not self.persists_kept:  # every key seen is written already
             self.add_url(key, info)
             return
@@ -319,7 +367,34 @@ class SqliteStore(MemoryStore):
         if (first is not None and first & PREVIOUS_RUN) or key in self._kept:
             return  # on disk already
         self._kept.setdefault(key, 1)
-        self._write("urls", (self._ns, _signed(key), (first or info) & ~PREVIOUS_RUN))
+        info = (first or info) & ~PREVIOUS_RUN
+        self._write("urls", (self._ns, _signed(key), info, int(time.time()), url))
+
+    def forget(self, keys: Iterable[int] = (), prefix: str | None = None) -> list[str]:
+        """Forget the kept pages of ``keys`` and every kept page whose URL
+        starts with ``prefix`` (case-sensitive), so that the next run fetches
+        them again. Returns their URLs (a key written before version 3 has none)."""
+        db, ns = self._db, self._ns
+        targets = {_signed(key) for key in keys}
+        if prefix:
+            rows = db.execute(
+                "SELECT key FROM urls WHERE ns = ? AND substr(url, 1, ?) = ?",
+                (ns, len(prefix), prefix),
+            )
+            targets.update(row[0] for row in rows)
+        forgotten = []
+        with db:
+            db.execute("BEGIN")
+            for key in targets:
+                row = db.execute(
+                    "DELETE FROM urls WHERE ns = ? AND key = ? RETURNING url", (ns, key)
+                ).fetchone()
+                if row is not None:
+                    forgotten.append(row[0] or f"key {key & _U64:016x}")
+        return forgotten
+
+    def end_run(self) -> None:
+        self._write("runs", (self._ns, 1))
 
     def claim(self, key: int, owner: int) -> int | None:
         first = super().claim(key, owner)
