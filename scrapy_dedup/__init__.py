@@ -19,6 +19,7 @@ _WHERE = {
     "RelCanonicalMiddleware": "scrapy_dedup.relcanonical",
     "URLCanonicalizer": "scrapy_dedup.url",
     "canonicalize_url": "scrapy_dedup.url",
+    "forget": "scrapy_dedup.forget",
     "hamming": "scrapy_dedup.text",
     "simhash": "scrapy_dedup.text",
 }
@@ -31,6 +32,7 @@ __all__ = [
     "RelCanonicalMiddleware",
     "URLCanonicalizer",
     "canonicalize_url",
+    "forget",
     "hamming",
     "simhash",
 ]
@@ -38,6 +40,7 @@ __all__ = [
 if TYPE_CHECKING:
     from scrapy_dedup.addon import DedupAddon
     from scrapy_dedup.dupefilter import CanonicalDupeFilter
+    from scrapy_dedup.forget import forget
     from scrapy_dedup.frontier import DedupFrontierMiddleware
     from scrapy_dedup.pipeline import ContentDedupPipeline
     from scrapy_dedup.relcanonical import RelCanonicalMiddleware

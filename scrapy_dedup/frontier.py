@@ -1,14 +1,18 @@
-"""DedupFrontierMiddleware: what makes an SQLite store safe against ``kill -9``.
+"""DedupFrontierMiddleware: what makes a store that outlives the run safe
+against ``kill -9``, and later runs find what failed.
 
-With ``DEDUP_STORE = "sqlite:///..."``, a later run skips pages that gave
-items. A page must therefore be recorded only once everything it led to is
-safe: every request it yielded is scheduled (and so in the store's frontier
-of unfinished requests) and every item it yielded is out of the pipelines.
-This spider middleware counts a response's outputs until each one has been
-scheduled, filtered or dropped, then records the page and takes it off the
-frontier. A run that starts after a crash first feeds the unfinished
-requests of the earlier run back in, so nothing the earlier run had found is
-lost.
+With ``DEDUP_STORE = "sqlite:///..."`` or ``"redis://..."``, a later run skips
+pages that gave items. A page must therefore be recorded only once everything
+it led to is safe: every request it yielded is scheduled (and so in the
+store's frontier of unfinished requests) and every item it yielded is out of
+the pipelines. This spider middleware counts a response's outputs until each
+one has been scheduled, filtered or dropped, then records the page and takes
+it off the frontier. A page that failed (an error answer nobody handled, a
+callback that raised, a download error) stays in the frontier. A run first
+feeds the frontier earlier runs left back in (each request for at most
+``DEDUP_FRONTIER_RETRIES`` runs), so nothing an earlier run had found is
+lost. With ``JOBDIR``, the frontier is fed back only after a crash: after a
+pause, Scrapy's own queue holds those requests.
 
 Requests are kept as JSON (``Request.to_dict``): callbacks by name, meta and
 ``cb_kwargs`` values that JSON can hold; a request is kept without the values
@@ -55,8 +59,8 @@ class _Page:
 class DedupFrontierMiddleware:
     """Spider middleware (order 10, outermost: it sees what the engine gets)
     that records a page for later runs only once its outputs are safe, and
-    feeds an interrupted run's unfinished requests to the next one. Only
-    active with a store that persists kept pages (SQLite)."""
+    feeds the unfinished and failed requests of earlier runs to the next one.
+    Only active with a store that outlives the run (SQLite, Redis, JOBDIR)."""
 
     #: Read by :class:`~scrapy_dedup.state.CrawlState`: with this middleware
     #: enabled, the dupefilter leaves recording pages to it.

@@ -9,6 +9,7 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
+from scrapy_dedup.keys import url_key
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
@@ -58,6 +59,8 @@ class ContentDedupPipeline:
             max_distance=config.simhash_max_distance,
         )
         self.max_chars = config.max_text_chars
+        # DEDUP_RECRAWL_AFTER: pages fetched again once their time passed.
+        self.recrawls = config.recrawl_after is not None
         self.min_words = config.near_min_words
         self.debug = config.debug
         self.stats = crawler.stats
@@ -145,12 +148,17 @@ class ContentDedupPipeline:
         digest = content_digest(text)
         first = self.store.get_content(digest)
         if first is not None:
+            if first == url:  # a page fetched again (a recrawl, a forgotten URL)
+                why = "the same page with the same text as when it was kept"
+                return self._duplicate(item, adapter, "unchanged", first, url, why)
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
         fingerprint = self._near_fingerprint(text, signature)
         if fingerprint is not None:
             assert self.near is not None
             match = self.store.match_near(self.near, fingerprint)
-            if match is not None:
+            # A page is never a duplicate of itself: its text changed a little
+            # since an earlier run kept it (a recrawl, a forgotten URL).
+            if match is not None and match[0] != url:
                 first, score = match
                 return self._duplicate(
                     item, adapter, "near", first, url, self.near.describe(score)
@@ -166,7 +174,16 @@ class ContentDedupPipeline:
         if signature is not None and filed is not None:
             self.store.add_filed(filed[2], self._filing_method.encode(signature))
         self.stats.inc_value("dedup/items/unique")
+        if self.recrawls and self._recrawled(url):
+            self.stats.inc_value("dedup/items/changed")
         return item
+
+    def _recrawled(self, url: str) -> bool:
+        """Whether ``url`` was fetched again because its DEDUP_RECRAWL_AFTER passed."""
+        if not (self.recrawls and url):
+            return False
+        assert self.store is not None
+        return self.store.expired(url_key("GET", self.state.canonicalizer.canonicalize(url)))
 
     def _filing(self, url: str, text: str | None) -> tuple[tuple[str, bool, int] | None, Any]:
         """``((canonical URL, filed there first by another page, its key),

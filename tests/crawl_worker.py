@@ -2,7 +2,9 @@
 
     python -m tests.crawl_worker SETTINGS_JSON START_URL[,START_URL...] ITEMS_FILE
 
-Follows every link; one item per page (url, title, text). Each item is written
+Follows every link; one item per article page (url, title, text; a page with
+a ``<main>``), and raises in the callback for the paths listed in the
+``WORKER_FAIL_PATHS`` setting. Each item is written
 to ITEMS_FILE (JSON lines) and flushed as soon as it is scraped, so a process
 killed with SIGKILL leaves every item it emitted on disk.
 """
@@ -59,7 +61,9 @@ class NewsSpider(scrapy.Spider):
     def parse(self, response: scrapy.http.Response) -> Iterator[Any]:
         if not isinstance(response, scrapy.http.TextResponse):
             return
-        if "/article/" in response.url:
+        if response.url.split("?")[0].endswith(tuple(self.settings.getlist("WORKER_FAIL_PATHS"))):
+            raise ValueError(f"a bug in the spider at {response.url}")
+        if response.css("main"):  # an article page (tests.site.article)
             yield {
                 "url": response.url,
                 "title": response.css("title::text").get(""),

@@ -70,6 +70,13 @@ def test_a_host_rule_set_off_as_text_is_off() -> None:
         ("DEDUP_STORE", "sqlite:///:memory:"),
         ("DEDUP_STORE", "redis://"),
         ("DEDUP_STORE_CLASSES", {"x": "tests.test_config.make_filter"}),
+        ("DEDUP_RECRAWL_AFTER", "7x"),
+        ("DEDUP_RECRAWL_AFTER", "-1d"),
+        ("DEDUP_RECRAWL_AFTER", 0),
+        ("DEDUP_RECRAWL_AFTER", True),
+        ("DEDUP_RECRAWL_AFTER", "inf"),
+        ("DEDUP_FRONTIER_RETRIES", -1),
+        ("DEDUP_FRONTIER_RETRIES", "often"),
     ],
 )
 def test_a_bad_value_stops_the_crawl_naming_the_setting(
@@ -151,3 +158,27 @@ async def test_a_crawl_with_a_bad_setting_fetches_nothing(fresh_site: Site) -> N
             start=[fresh_site.url("/")],
         )
     assert fresh_site.fetched() == []
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (None, None),
+        ("", None),
+        (90, 90.0),
+        ("90", 90.0),
+        ("90s", 90.0),
+        ("30m", 1800.0),
+        ("12h", 43200.0),
+        ("7d", 604800.0),
+        (" 2W ", 1209600.0),
+        (0.5, 0.5),
+    ],
+)
+def test_recrawl_after_reads_durations(value: Any, seconds: float | None) -> None:
+    from scrapy.settings import Settings
+
+    from scrapy_dedup.config import DedupConfig
+
+    config = DedupConfig.from_settings(Settings({"DEDUP_RECRAWL_AFTER": value}))
+    assert config.recrawl_after == seconds

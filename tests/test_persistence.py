@@ -1,0 +1,421 @@
+"""What later runs skip and fetch, on every persistent store, with real crawls:
+start pages, new pages found by a recrawl, failed pages, DEDUP_RECRAWL_AFTER,
+forgetting URLs, and kill -9 at several moments in each configuration."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.utils.defer import deferred_f_from_coro_f
+
+from scrapy_dedup import forget
+from scrapy_dedup.state import resolve_sqlite_path
+from tests.conftest import crawl
+from tests.crawl_worker import NewsSpider
+from tests.site import Reply, Site, article, store_stage_routes
+from tests.test_store_crawls import ADDON, OTHER_TEXT, _names, _path, _worker
+
+HOME_TEXT = " ".join(
+    f"Welcome note {i}: the newsroom of the coastal gazette reports on harbour {i * 3} "
+    "and the ferries that call there"
+    for i in range(10)
+)
+THREE_SETTINGS = {
+    "DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter",
+    "ITEM_PIPELINES": {"scrapy_dedup.ContentDedupPipeline": 300},
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_dedup.RelCanonicalMiddleware": 580},
+}
+
+
+def home(*extra_links: str) -> Reply:
+    """A start page with content of its own (it gives an item) and links."""
+    return article("Home", HOME_TEXT, "/list/1", "/article/chain-1", *extra_links)
+
+
+def _store_settings(kind: str, tmp_path: Path, redis_url: str, prefix: str) -> dict[str, Any]:
+    if kind == "sqlite":
+        return {"DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
+    if kind == "redis":
+        return {"DEDUP_STORE": redis_url, "DEDUP_REDIS_PREFIX": prefix}
+    return {"JOBDIR": str(tmp_path / "job")}
+
+
+@pytest.fixture
+def blog(fresh_site: Site) -> Iterator[tuple[Site, dict[str, str]]]:
+    """The news site of tests.site.store_stage_routes, its home page an article."""
+    routes, content = store_stage_routes()
+    fresh_site.routes.update(routes)
+    fresh_site.routes["/"] = lambda q: home()
+    content["/"] = "home"
+    yield fresh_site, content
+
+
+def _publish(site: Site, content: dict[str, str]) -> None:
+    """A new article, linked from the home page and from the last list page."""
+    content["/article/new"] = "fresh"
+    site.routes["/article/new"] = lambda q: article("Fresh", OTHER_TEXT, "/")
+    site.routes["/"] = lambda q: home("/article/new")
+    old_list = site.routes["/list/5"]
+
+    def list_5(q: str) -> Reply:
+        reply = old_list(q)
+        return replace(
+            reply, body=reply.body.replace("</ul>", '<li><a href="/article/new">n</a></li></ul>')
+        )
+
+    site.routes["/list/5"] = list_5
+
+
+# -- Recrawls find new pages ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_a_recrawl_fetches_the_start_page_and_lists_and_finds_the_new_article(
+    blog: tuple[Site, dict[str, str]],
+    tmp_path: Path,
+    redis_url: str,
+    redis_prefix: str,
+    kind: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    site, content = blog
+    settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
+    first = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert sorted(_names(first.items, content)) == sorted(set(content.values()))
+
+    site.reset()
+    _publish(site, content)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        second = await crawl(NewsSpider, settings, start=site.url("/"))
+    fetched = [p.split("?")[0] for p in site.fetched()]
+    # The start page gave an item, and is fetched all the same: it is how a
+    # recrawl finds new links. Lists gave no item: fetched again.
+    assert fetched.count("/") == 1
+    assert sorted(p for p in fetched if p.startswith("/list/")) == [
+        f"/list/{n}" for n in range(1, 6)
+    ]
+    assert "/article/new" in fetched
+    assert [p for p in fetched if p.startswith("/article/") and p != "/article/new"] == []
+    assert _names(second.items, content) == ["fresh"]
+    assert second.stats["dedup/url/start_refetched"] == 1
+    # Skipped because an earlier run kept them, and the stats say so.
+    assert second.stats["dedup/url/filtered/previous_run"] >= 40
+    assert second.stats.get("dedup/url/filtered/exact", 0) < 10
+    # One line at start says what earlier runs left and how to start over.
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Dedup store"))
+    assert "pages kept" in line and "DEDUP_RESET" in line
+    assert " 0 pages kept" not in line
+
+    # A third run with nothing new fetches the start page and the lists only.
+    site.reset()
+    third = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert third.items == []
+    assert {p.split("?")[0] for p in site.fetched()} == {"/", *[f"/list/{n}" for n in range(1, 6)]}
+
+
+@deferred_f_from_coro_f
+async def test_jobdir_resume_after_a_pause_fetches_nothing_twice(
+    blog: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    """JOBDIR is pause and resume of one crawl: every key seen is kept, and
+    the frontier is only fed back after a crash (Scrapy's queue holds it)."""
+    site, content = blog
+    settings = {**ADDON, "JOBDIR": str(tmp_path / "job"), "CONCURRENT_REQUESTS": 1}
+    first = await crawl(NewsSpider, {**settings, "CLOSESPIDER_ITEMCOUNT": 10}, start=site.url("/"))
+    assert first.stats["finish_reason"] == "closespider_itemcount"
+    fetched = site.fetched()
+    site.reset()
+    second = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert second.stats["finish_reason"] == "finished"
+    assert "dedup/frontier/restored" not in second.stats
+    pages = [p.split("?")[0] for p in fetched + site.fetched()]
+    assert [p for p, n in Counter(pages).items() if n > 1] in ([], ["/"])
+    assert set(_names(first.items + second.items, content)) == set(content.values())
+
+
+# -- kill -9, in every configuration ----------------------------------------------
+
+
+def _kill_after(proc: subprocess.Popen[str], site: Site, fetched: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(site.fetched()) >= fetched:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the crawl ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+
+CONFIGS = {
+    "addon+sqlite": lambda tmp, url, prefix: {**ADDON, "DEDUP_STORE": f"sqlite:///{tmp}/d.db"},
+    "addon+redis": lambda tmp, url, prefix: {
+        **ADDON,
+        "DEDUP_STORE": url,
+        "DEDUP_REDIS_PREFIX": prefix,
+    },
+    "addon+scrapy-redis": lambda tmp, url, prefix: {
+        **ADDON,
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "REDIS_URL": url,
+        "SCHEDULER_QUEUE_KEY": f"{prefix}:%(spider)s:requests",
+        "SCHEDULER_PERSIST": True,
+        "SCHEDULER_IDLE_BEFORE_CLOSE": 0,
+        "DEDUP_STORE": url,
+        "DEDUP_REDIS_PREFIX": prefix,
+    },
+    "addon+jobdir": lambda tmp, url, prefix: {**ADDON, "JOBDIR": f"{tmp}/job"},
+    "three+sqlite": lambda tmp, url, prefix: {
+        **THREE_SETTINGS,
+        "DEDUP_STORE": f"sqlite:///{tmp}/d.db",
+    },
+}
+
+
+@pytest.mark.parametrize("fetched", [3, 25])
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_kill_9_then_the_same_command_loses_no_page(
+    fresh_site: Site,
+    tmp_path: Path,
+    redis_url: str,
+    redis_prefix: str,
+    config: str,
+    fetched: int,
+) -> None:
+    routes, content = store_stage_routes(delay=0.04)
+    fresh_site.routes.update(routes)
+    fresh_site.routes["/"] = lambda q: home()
+    content["/"] = "home"
+    settings = {**CONFIGS[config](tmp_path, redis_url, redis_prefix), "CONCURRENT_REQUESTS": 2}
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+
+    _kill_after(_worker(settings, start, items), fresh_site, fetched)
+    first = [p.split("?")[0] for p in fresh_site.fetched()]
+    emitted = len(items.read_text().splitlines()) if items.exists() else 0
+
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, log
+    second = [p.split("?")[0] for p in fresh_site.fetched()]
+
+    # Nothing lost: every content came out of one run or the other, and
+    # every page was fetched by one run or the other.
+    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    assert set(_names(kept, content)) == set(content.values()), log
+    assert set(first) | set(second) == set(routes), log
+    if config == "three+sqlite":
+        # Without the frontier nothing was recorded for later runs, and the
+        # log said what to add.
+        assert "keeps pages for later runs only with DedupFrontierMiddleware" in log
+        assert "previous_run" not in log
+        return
+    # Repeats are bounded by the pages in flight at the kill, not by a timer:
+    # an item comes out twice only if its page was being processed then.
+    doubled = [name for name, n in Counter(_names(kept, content)).items() if n > 1]
+    assert len(doubled) <= 4, (doubled, emitted, log)
+    refetched_articles = {p for p in set(first) & set(second) if p.startswith("/article/")}
+    assert len(refetched_articles) <= 4, (refetched_articles, log)
+
+
+# -- Failed pages are tried again by later runs ----------------------------------
+
+
+def _chain_site(site: Site, content: dict[str, str], length: int = 30) -> None:
+    """A home page with content, then a chain of articles each reachable only
+    from the one before."""
+    from tests.text.neardup_corpus import documents
+
+    texts = documents(min_words=80, max_words=150, seed=11)
+    site.routes["/"] = lambda q: article("Home", HOME_TEXT, "/flaky/1")
+    content["/"] = "home"
+    for n in range(1, length + 1):
+        links = (f"/flaky/{n + 1}",) if n < length else ()
+        site.routes[f"/flaky/{n}"] = lambda q, n=n, links=links: article(
+            f"Flaky {n}", texts[n], *links
+        )
+        content[f"/flaky/{n}"] = f"flaky{n}"
+
+
+@pytest.mark.parametrize("failure", ["503", "callback"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_a_page_that_failed_is_fetched_by_the_next_run(
+    fresh_site: Site, tmp_path: Path, redis_url: str, redis_prefix: str, kind: str, failure: str
+) -> None:
+    content: dict[str, str] = {}
+    _chain_site(fresh_site, content)
+    good = fresh_site.routes["/flaky/7"]
+    settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
+    first_settings = dict(settings)
+    if failure == "503":
+        fresh_site.routes["/flaky/7"] = lambda q: Reply(status=503, body="busy")
+    else:  # the spider has a bug there, fixed before the next run
+        first_settings["WORKER_FAIL_PATHS"] = ["/flaky/7"]
+    first = await crawl(NewsSpider, first_settings, start=fresh_site.url("/"))
+    assert first.stats["finish_reason"] == "finished"
+    assert first.stats["dedup/frontier/failed"] == 1
+    assert len(first.items) == 7  # home and /flaky/1-6
+
+    fresh_site.routes["/flaky/7"] = good
+    fresh_site.reset()
+    second = await crawl(NewsSpider, settings, start=fresh_site.url("/"))
+    assert second.stats["dedup/frontier/restored"] == 1
+    assert sorted(_names(first.items + second.items, content)) == sorted(content.values())
+    # The chain is done: a third run fetches only the start page.
+    fresh_site.reset()
+    third = await crawl(NewsSpider, settings, start=fresh_site.url("/"))
+    assert [p for p in fresh_site.fetched()] == ["/"]
+    assert third.items == [] and "dedup/frontier/restored" not in third.stats
+
+
+@deferred_f_from_coro_f
+async def test_a_page_that_always_fails_is_given_up_after_the_retries(
+    fresh_site: Site, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    content: dict[str, str] = {}
+    _chain_site(fresh_site, content, length=3)
+    fresh_site.routes["/flaky/2"] = lambda q: Reply(status=503, body="gone for good")
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{tmp_path}/d.db", "DEDUP_FRONTIER_RETRIES": 2}
+    runs = []
+    for _ in range(4):
+        fresh_site.reset()
+        runs.append(await crawl(NewsSpider, settings, start=fresh_site.url("/")))
+        runs[-1].fetched = fresh_site.fetched()  # type: ignore[attr-defined]
+    assert [r.stats.get("dedup/frontier/restored", 0) for r in runs] == [0, 1, 1, 0]
+    assert [r.stats.get("dedup/frontier/given_up", 0) for r in runs] == [0, 0, 0, 1]
+    assert ["/flaky/2" in r.fetched for r in runs] == [True, True, True, False]  # type: ignore[attr-defined]
+    assert "Giving up 1 requests" in caplog.text and "/flaky/2" in caplog.text
+
+
+# -- DEDUP_RECRAWL_AFTER and forgetting URLs -----------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_recrawl_after_fetches_kept_pages_again_and_compares_their_text(
+    blog: tuple[Site, dict[str, str]], tmp_path: Path, redis_url: str, redis_prefix: str, kind: str
+) -> None:
+    site, _ = blog
+    settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
+    first = await crawl(NewsSpider, {**settings, "DEDUP_RECRAWL_AFTER": "1s"}, start=site.url("/"))
+    kept_pages = {_path(item["url"]) for item in first.items}
+    time.sleep(2.1)  # times are kept to the second
+    changed = site.routes["/article/2-2"]
+    site.routes["/article/2-2"] = lambda q: replace(
+        changed(q), body=changed(q).body.replace("<p>", "<p>Update: a correction was added. ")
+    )
+    site.reset()
+    second = await crawl(
+        NewsSpider, {**settings, "DEDUP_RECRAWL_AFTER": "1s"}, start=site.url("/")
+    )
+    refetched = {p.split("?")[0] for p in site.fetched()}
+    assert kept_pages <= refetched  # every kept page's time had passed
+    assert [_path(item["url"]) for item in second.items] == ["/article/2-2"]
+    assert second.stats["dedup/items/changed"] == 1
+    assert second.stats["dedup/items/unchanged"] == len(kept_pages) - 1
+    # With a longer period the pages just kept again are skipped.
+    site.reset()
+    third = await crawl(NewsSpider, {**settings, "DEDUP_RECRAWL_AFTER": "1h"}, start=site.url("/"))
+    assert not [p for p in site.fetched() if p.startswith("/article/")]
+    assert third.items == []
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_forgotten_urls_are_fetched_by_the_next_run(
+    blog: tuple[Site, dict[str, str]], tmp_path: Path, redis_url: str, redis_prefix: str, kind: str
+) -> None:
+    site, _ = blog
+    settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
+    await crawl(NewsSpider, settings, start=site.url("/"))
+    # Any spelling of the URL: it is canonicalized like the crawl's requests.
+    gone = forget(
+        [site.url("/article/1-1?utm_source=mail#top")], namespace="news", settings=settings
+    )
+    assert len(gone) == 1
+    if kind == "sqlite":  # a prefix of the URLs pages were kept under
+        by_prefix = forget(prefix=site.url("/article/3-"), namespace="news", settings=settings)
+        assert len(by_prefix) == 8
+    else:  # Redis knows the URLs of kept texts
+        by_prefix = forget(prefix=site.url("/article/3-"), namespace="news", settings=settings)
+        assert len(by_prefix) >= 6
+    site.reset()
+    second = await crawl(NewsSpider, settings, start=site.url("/"))
+    fetched = {p.split("?")[0] for p in site.fetched()}
+    assert "/article/1-1" in fetched and "/article/3-1" in fetched
+    assert "/article/2-1" not in fetched
+    # Unchanged pages: their items are dropped as the same text again.
+    assert second.items == []
+    assert second.stats["dedup/items/unchanged"] >= 7
+
+
+def test_scrapy_dedup_forget_on_the_command_line(
+    blog: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    site, _ = blog
+    db = tmp_path / "dedup.db"
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{db}", "CONCURRENT_REQUESTS": 4}
+    items = tmp_path / "items.jsonl"
+    log, _ = _worker(settings, site.url("/", host="127.0.0.1"), items).communicate(timeout=120)
+    assert "Dedup store" in log
+    url = site.url("/article/1-2", host="127.0.0.1")
+    command = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "dedup",
+        "forget",
+        "news",
+        url,
+        "-s",
+        f"DEDUP_STORE=sqlite:///{db}",
+    ]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"forgotten: {url}" in done.stdout and "1 pages forgotten" in done.stdout
+    with closing(sqlite3.connect(db)) as conn:
+        urls = {row[0] for row in conn.execute("SELECT url FROM urls")}
+    assert url not in urls and site.url("/article/1-1", host="127.0.0.1") in urls
+    # A namespace in use (a crawl running) or a bad store: a clear error, status 1.
+    bad = subprocess.run(
+        [*command[:-1], "DEDUP_STORE=redis://127.0.0.1:1/0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1 and "cannot reach the dedup store" in bad.stdout
+
+
+# -- Where relative SQLite paths go ---------------------------------------------------
+
+
+def test_a_relative_sqlite_path_lives_in_the_project_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = demo.settings\n")
+    (tmp_path / "demo" / "spiders").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "demo" / "spiders")  # wherever the command runs from
+    monkeypatch.delenv("SCRAPY_PROJECT", raising=False)
+    resolved = resolve_sqlite_path("sqlite:///state/dedup.db")
+    assert resolved == f"sqlite:///{tmp_path}/.scrapy/state/dedup.db"
+    assert resolve_sqlite_path("sqlite:////abs/x.db") == "sqlite:////abs/x.db"
+    assert resolve_sqlite_path("redis://h/0") == "redis://h/0"
+    assert resolve_sqlite_path("sqlite:///:memory:") == "sqlite:///:memory:"
