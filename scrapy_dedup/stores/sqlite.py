@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import logging
 import os
 import sqlite3
 import time
-import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores.base import StoreError
@@ -28,6 +30,10 @@ __all__ = ["SqliteStore"]
 logger = logging.getLogger(__name__)
 
 _U64 = (1 << 64) - 1
+# After a failed batch write (disk full, file locked), nothing is tried for this
+# long, doubled on each failure: every try rewrites the whole backlog.
+_BACKOFF_FIRST = 1.0
+_BACKOFF_MAX = 30.0
 
 
 _SCHEMA = """
@@ -55,10 +61,10 @@ CREATE TABLE IF NOT EXISTS runs (ns INTEGER PRIMARY KEY, clean INTEGER NOT NULL)
 """
 # What version 2 files lack (kept_at: when a page was kept, for DEDUP_RECRAWL_AFTER;
 # url: its URL, to forget pages by prefix; runs: whether the last run closed).
-_V3_COLUMNS = (
-    "ALTER TABLE urls ADD COLUMN kept_at INTEGER NOT NULL DEFAULT 0",
-    "ALTER TABLE urls ADD COLUMN url TEXT",
-)
+_V3_COLUMNS = {
+    "kept_at": "ALTER TABLE urls ADD COLUMN kept_at INTEGER NOT NULL DEFAULT 0",
+    "url": "ALTER TABLE urls ADD COLUMN url TEXT",
+}
 _APPLICATION_ID = 0x53445550  # "SDUP", in the file header: this file is ours
 # 2: rel=canonical claims in a table of their own (version 1 kept them with the URL keys).
 # 3: when and under which URL a page was kept; whether the last run closed.
@@ -100,6 +106,12 @@ class SqliteStore(MemoryStore):
 
     One process at a time may use a namespace: a second one gets a
     :class:`StoreError` (an OS lock, released when the process dies).
+
+    A failed batch write (disk full; another program holding the write lock
+    for longer than ``timeout`` seconds) goes to :attr:`on_write_error`; the
+    records wait in memory, and nothing is tried again for a backoff of 1 s,
+    doubling to 30 s, so that an outage costs one try of the backlog per
+    backoff, not one per record.
     """
 
     def __init__(
@@ -112,13 +124,14 @@ class SqliteStore(MemoryStore):
         interval: float = 1.0,
         recrawl_after: float | None = None,
         resume: str = "always",
+        timeout: float = 0.25,
     ) -> None:
         super().__init__()
         if persist not in ("kept", "seen"):
             raise ValueError(f"persist must be 'kept' or 'seen', not {persist!r}")
         if resume not in ("always", "after_crash"):
             raise ValueError(f"resume must be 'always' or 'after_crash', not {resume!r}")
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # as errors name it
         self.namespace = namespace
         self.persists_kept = persist == "kept"
         self.persistent = True
@@ -135,6 +148,8 @@ class SqliteStore(MemoryStore):
         self._pending_count = 0
         self._holding: list[tuple[str, tuple[Any, ...]]] | None = None
         self._last_commit = time.monotonic()
+        self._backoff = 0.0  # seconds, after the last failed write
+        self._retry_at = 0.0  # no write is tried before this time.monotonic()
         self._near_loaded: set[str] = set()
         self._kept = CompactMap()  # keys written by keep_url() in this run
         self._frontier: list[str] = []
@@ -142,28 +157,24 @@ class SqliteStore(MemoryStore):
         #: Called with the StoreError of a failed batch write, instead of raising
         #: it from the call that happened to trigger the write.
         self.on_write_error: Any = None
-        self._lock_file: Any = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the SQLite store {self.path}: {exc}") from exc
-        try:
-            self._lock(namespace)
-            self._check_and_create()
-            self._ns = self._namespace_id(namespace)
-            self._load()
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            self._unlock()
-            raise StoreError(
-                f"{self.path} is not a readable scrapy-dedup SQLite store ({exc}); "
-                "nothing was changed: move the file away or point DEDUP_STORE elsewhere"
-            ) from exc
-        except BaseException:
-            self._db.close()
-            self._unlock()
-            raise
+        self._lock_file: FileLock | None = None
+        with contextlib.ExitStack() as undo:  # what is open so far, closed on failure
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._lock(namespace)
+                undo.callback(self._unlock)
+                # A short busy timeout: another program's write lock fails a
+                # flush fast into the backoff, rather than blocking the crawl.
+                self._db = sqlite3.connect(
+                    self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+                )
+                undo.callback(self._db.close)
+                self._check_and_create()
+                self._ns = self._namespace_id(namespace)
+                self._load()
+            except (OSError, sqlite3.Error) as exc:
+                raise self._open_error(exc) from exc
+            undo.pop_all()
 
     @classmethod
     def from_uri(
@@ -174,9 +185,12 @@ class SqliteStore(MemoryStore):
         jobdir: str | None = None,
         prefix: str = "dedup",
         recrawl_after: float | None = None,
+        timeout: float = 0.25,
     ) -> SqliteStore:
         """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (as
-        in SQLAlchemy); ``%XX`` escapes are decoded, so ``%23`` is a ``#``."""
+        in SQLAlchemy); ``%XX`` escapes are decoded, so ``%23`` is a ``#``.
+        ``timeout`` (``DEDUP_STORE_TIMEOUT``) bounds the wait for another
+        program's write lock."""
         uri = uri.strip()
         raw = uri[len("sqlite:///") :] if uri.lower().startswith("sqlite:///") else ""
         if not raw:
@@ -194,34 +208,56 @@ class SqliteStore(MemoryStore):
                 f"DEDUP_STORE={uri!r} would keep nothing on disk: use DEDUP_STORE='memory' for "
                 "state that ends with the process, or name a file"
             )
-        return cls(path, namespace, persist="kept", recrawl_after=recrawl_after)
+        return cls(path, namespace, persist="kept", recrawl_after=recrawl_after, timeout=timeout)
 
     # -- opening ---------------------------------------------------------
 
     def _lock(self, namespace: str) -> None:
+        """Lock ``<file>.<namespace hash>.lock`` (flock on Unix, msvcrt on
+        Windows, through filelock): the lock dies with the process, and two
+        opens of one namespace conflict even within one process. 64 bits of
+        SHA-256, as namespaces whose CRC-32 collide would share a lock."""
+        tag = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        # Not thread-local: a store opened on one thread may be closed on another.
+        lock = FileLock(f"{self.path}.{tag}.lock", timeout=0, thread_local=False)
         try:
-            import fcntl
-        except ImportError:  # Windows: no advisory lock, one process per file by convention
-            return
-        # One lock file per namespace, flock()ed: the lock dies with the process,
-        # and two opens of one namespace conflict even within one process.
-        tag = zlib.crc32(namespace.encode("utf-8", "surrogatepass"))
-        self._lock_file = open(f"{self.path}.{tag:08x}.lock", "a+b")  # noqa: SIM115
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            self._lock_file.close()
-            self._lock_file = None
+            lock.acquire()
+        except Timeout as exc:
             raise StoreError(
                 f"namespace {namespace!r} of {self.path} is in use by another process; "
                 "run one crawl per namespace at a time (DEDUP_NAMESPACE), or use Redis "
                 "to share state between processes"
             ) from exc
+        self._lock_file = lock
 
     def _unlock(self) -> None:
         if self._lock_file is not None:
-            self._lock_file.close()
+            self._lock_file.release()
             self._lock_file = None
+
+    def _open_error(self, exc: OSError | sqlite3.Error) -> StoreError:
+        """The error for a file that cannot be opened, with the advice that
+        fits: a lock held elsewhere passes, permissions need fixing, and only a
+        damaged or foreign file is to be moved away."""
+        cause = f"{exc} {getattr(exc, 'sqlite_errorname', '')}".lower()
+        if isinstance(exc, sqlite3.Error) and ("locked" in cause or "busy" in cause):
+            return StoreError(
+                f"{self.path} is locked by another program (a sqlite3 shell, a backup?): "
+                f"close it and run again ({exc})"
+            )
+        if (
+            isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        ) or any(word in cause for word in ("readonly", "read-only", "unable to open", "perm")):
+            return StoreError(
+                f"cannot write to {self.path} (read-only file or directory, or no permission: "
+                f"{exc}): fix the permissions or point DEDUP_STORE elsewhere"
+            )
+        if any(word in cause for word in ("not a database", "malformed", "notadb", "corrupt")):
+            return StoreError(
+                f"{self.path} is not a readable scrapy-dedup SQLite store ({exc}); "
+                "nothing was changed: move the file away or point DEDUP_STORE elsewhere"
+            )
+        return StoreError(f"cannot open the SQLite store {self.path}: {exc}")
 
     def _check_and_create(self) -> None:
         db = self._db
@@ -255,8 +291,9 @@ class SqliteStore(MemoryStore):
                 )
             db.execute("PRAGMA journal_mode=WAL")
             if version < _SCHEMA_VERSION:
-                if version < 3:
-                    for statement in _V3_COLUMNS:
+                columns = {row[1] for row in db.execute("PRAGMA table_info(urls)")}
+                for column, statement in _V3_COLUMNS.items():
+                    if column not in columns:
                         db.execute(statement)
                 db.executescript(_SCHEMA)  # adds the tables a newer schema has
                 db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
@@ -334,6 +371,8 @@ class SqliteStore(MemoryStore):
             return
         self._pending[table].append(row)
         self._pending_count += 1
+        if self._retry_at and time.monotonic() < self._retry_at:
+            return  # a write failed: answers come from memory, the rows wait
         if self.flush_due is not None:
             # In a crawl: everything recorded in this reactor turn (a page,
             # the requests and texts it led to) commits together at its end,
@@ -347,8 +386,6 @@ class SqliteStore(MemoryStore):
             try:
                 self.flush()
             except StoreError as exc:
-                # Answers still come from memory; the rows wait for the next try.
-                self._last_commit = time.monotonic()
                 if self.on_write_error is None:
                     raise
                 self.on_write_error(exc)
@@ -370,7 +407,12 @@ class SqliteStore(MemoryStore):
         info = (first or info) & ~PREVIOUS_RUN
         self._write("urls", (self._ns, _signed(key), info, int(time.time()), url))
 
-    def forget(self, keys: Iterable[int] = (), prefix: str | None = None) -> list[str]:
+    def forget(
+        self,
+        keys: Iterable[int] = (),
+        prefix: str | None = None,
+        key_of: Callable[[str], int] | None = None,
+    ) -> list[str]:
         """Forget the kept pages of ``keys`` and every kept page whose URL
         starts with ``prefix`` (case-sensitive), so that the next run fetches
         them again. Returns their URLs (a key written before version 3 has none)."""
@@ -455,9 +497,14 @@ class SqliteStore(MemoryStore):
         if token:
             token.clear()
 
-    def flush(self) -> None:
+    def flush(self, force: bool = False) -> None:
+        """Write the waiting records in one transaction. After a failed write,
+        nothing is tried until the backoff ends (each try rewrites the whole
+        backlog), unless ``force`` (on :meth:`close`)."""
         if not self._pending_count:
             self._last_commit = time.monotonic()
+            return
+        if self._retry_at and time.monotonic() < self._retry_at and not force:
             return
         try:
             with self._db:  # one transaction
@@ -466,11 +513,19 @@ class SqliteStore(MemoryStore):
                     if rows:
                         self._db.executemany(_INSERT[table], rows)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot write to the SQLite store {self.path}: {exc}") from exc
+            with contextlib.suppress(sqlite3.Error):  # Python 3.10 leaves a failed COMMIT open
+                self._db.rollback()
+            self._backoff = min(2 * self._backoff or _BACKOFF_FIRST, _BACKOFF_MAX)
+            self._retry_at = time.monotonic() + self._backoff
+            raise StoreError(
+                f"cannot write to the SQLite store {self.path}: {exc}; {self._pending_count} "
+                f"records wait in memory, next try in {self._backoff:g} s"
+            ) from exc
         for rows in self._pending.values():
             rows.clear()
         self._pending_count = 0
         self._last_commit = time.monotonic()
+        self._backoff = self._retry_at = 0.0
 
     def clear(self, urls_only: bool = False) -> None:
         super().clear(urls_only)
@@ -491,7 +546,7 @@ class SqliteStore(MemoryStore):
             return
         self._closed = True
         try:
-            self.flush()
+            self.flush(force=True)
         finally:
             self._db.close()
             self._unlock()
