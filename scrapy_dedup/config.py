@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_NAMESPACE": None,  # None: the spider's name
     "DEDUP_RESET": False,  # forget the namespace's state when the crawl starts
     "DEDUP_STORE_ON_ERROR": "continue",  # or "stop": what a store failing mid-crawl does
+    "DEDUP_STORE_TIMEOUT": 0.5,  # seconds a shared store's connect or reply may take
     "DEDUP_REDIS_PREFIX": "dedup",  # Redis key names start "<prefix>:<namespace>:"
     # how long a later run skips a kept page: None (for ever), seconds, or "7d", "12h", "30m"
     "DEDUP_RECRAWL_AFTER": None,
@@ -243,6 +244,7 @@ class DedupConfig:
     namespace: str | None = None
     reset: bool = False
     store_on_error: str = "continue"
+    store_timeout: float = 0.5
     redis_prefix: str = "dedup"
     store_classes: dict[str, Any] = field(default_factory=dict)
     recrawl_after: float | None = None
@@ -280,6 +282,7 @@ class DedupConfig:
             namespace=r.optional_text("DEDUP_NAMESPACE"),
             reset=r.flag("DEDUP_RESET"),
             store_on_error=r.choice("DEDUP_STORE_ON_ERROR", ("continue", "stop")),
+            store_timeout=r.number("DEDUP_STORE_TIMEOUT", float, 0, above=True),
             redis_prefix=r.text("DEDUP_REDIS_PREFIX", empty_ok=True),
             store_classes=r.mapping("DEDUP_STORE_CLASSES"),
             recrawl_after=read_duration("DEDUP_RECRAWL_AFTER", r.raw("DEDUP_RECRAWL_AFTER")),

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["CanonicalMap", "CrawlState"]
+__all__ = ["CanonicalMap", "CrawlState", "resolve_sqlite_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def _custom_fingerprinter(crawler: Crawler) -> Any:
     return fingerprinter
 
 
-def _resolve_sqlite_path(uri: str) -> str:
+def resolve_sqlite_path(uri: str) -> str:
     """A relative ``sqlite:///`` path resolves as Scrapy's other state does
     (``data_path``: under the project's ``.scrapy`` directory, whatever the
     current directory); absolute paths and other stores are left alone."""
@@ -151,12 +151,13 @@ class CrawlState:
         frontier = _records_pages(self.crawler.settings)
         try:
             store = open_store(
-                _resolve_sqlite_path(config.store),
+                resolve_sqlite_path(config.store),
                 str(namespace),
                 jobdir=job_dir(self.crawler.settings),
                 prefix=config.redis_prefix,
                 classes=config.store_classes,
                 recrawl_after=config.recrawl_after,
+                timeout=config.store_timeout,
             )
         except StoreError as exc:
             # One line naming the store, not a traceback from deep inside Scrapy.

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from scrapy_dedup.stores.memory import MemoryStore
     from scrapy_dedup.text.near import NearMethod
 
 __all__ = ["FILED_LIMIT", "DedupStore", "StoreError", "redact"]
@@ -91,7 +92,12 @@ class DedupStore(ABC):
         has passed (so this run fetches it again and compares its text)."""
         return False
 
-    def forget(self, keys: Iterable[int] = (), prefix: str | None = None) -> list[str]:
+    def forget(
+        self,
+        keys: Iterable[int] = (),
+        prefix: str | None = None,
+        key_of: Callable[[str], int] | None = None,
+    ) -> list[str]:
         """Forget the kept pages of ``keys`` and those whose URL starts with
         ``prefix``, so that the next run fetches them again; their URLs."""
         raise StoreError(f"{type(self).__name__} keeps nothing for later runs to forget")
@@ -180,7 +186,16 @@ class DedupStore(ABC):
         """Forget the namespace's URL keys, or everything it holds."""
 
     def ping(self) -> None:
-        """Raise :class:`StoreError` unless the store answers."""
+        """Raise :class:`StoreError` unless the store answers (may be called
+        from another thread, while the store is down)."""
+
+    def fallback(self) -> MemoryStore | None:
+        """The memory store that answers while this store is down (``None``:
+        an empty one). Called once, when :class:`~scrapy_dedup.stores.GuardedStore`
+        wraps the store: a store that keeps keys in memory shares them (a view
+        stays current, a copy would not), so a process does not refetch pages
+        it already knew."""
+        return None
 
     def flush(self) -> None:
         """Make what was recorded durable (where the store persists at all)."""

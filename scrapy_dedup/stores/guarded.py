@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -28,11 +29,13 @@ class GuardedStore(DedupStore):
     """Wraps a store so that its failures do not lose data.
 
     A failed call is counted (``count("dedup/store/errors")``), logged, and
-    answered by a process-local memory store instead, as plain Scrapy would
-    answer: the crawl still ends (a site's links loop back), but loses the
-    shared state (other workers, earlier runs). By ``on_error`` the crawl goes
-    on ("continue": the store is tried again every few seconds) or is stopped
-    cleanly ("stop": ``stop()`` is called once).
+    answered by a process-local memory store instead (the store's
+    :meth:`~DedupStore.fallback`, which knows what this process knew), as
+    plain Scrapy would answer: the crawl still ends (a site's links loop
+    back), but loses the shared state (other workers, earlier runs). By
+    ``on_error`` the crawl goes on ("continue": a background thread asks the
+    store every few seconds whether it answers again) or is stopped cleanly
+    ("stop": ``stop()`` is called once).
     """
 
     def __init__(
@@ -55,7 +58,10 @@ class GuardedStore(DedupStore):
         self._down_until = 0.0
         self._failures = 0
         self._last_logged = 0.0
-        self._local = MemoryStore()
+        local = store.fallback()
+        self._local = MemoryStore() if local is None else local
+        self._probe: threading.Thread | None = None
+        self._answered = threading.Event()  # set by the probe when the store answers
         if hasattr(store, "on_write_error"):
             # SQLite answers from memory: a failed write (disk full) loses no
             # answer, so it is counted and retried, not bypassed.
@@ -83,21 +89,35 @@ class GuardedStore(DedupStore):
             self._failed(exc, bypass=False)
 
     def _recovered(self) -> bool:
-        """Whether a store that failed answers again (asked every few seconds)."""
-        if self.on_error == "stop" or time.monotonic() < self._down_until:
+        """Whether a store that failed answers again. It is asked from a
+        background thread (one at a time, every ``_RETRY_AFTER`` s): asked
+        here, on Scrapy's reactor thread, a frozen server would stall the
+        crawl for a whole timeout each time."""
+        if self.on_error == "stop":
             return False
+        if self._answered.is_set():
+            self._answered.clear()
+            self._down_until = 0.0
+            logger.warning(
+                "Dedup store %s answers again: deduplicating with it again (what this "
+                "process recorded while it was down stays known to this process only)",
+                self.uri,
+            )
+            return True
+        now = time.monotonic()
+        if now >= self._down_until and not (self._probe and self._probe.is_alive()):
+            self._down_until = now + _RETRY_AFTER
+            self._probe = threading.Thread(target=self._ask, name="dedup-store-probe", daemon=True)
+            self._probe.start()
+        return False
+
+    def _ask(self) -> None:
+        """The probe thread: set ``_answered`` if the store answers a ping."""
         try:
             self.store.ping()
-        except StoreError:
-            self._down_until = time.monotonic() + _RETRY_AFTER
-            return False
-        self._down_until = 0.0
-        logger.warning(
-            "Dedup store %s answers again: deduplicating again (what was seen while it "
-            "was down is not in it)",
-            self.uri,
-        )
-        return True
+        except Exception:  # whatever it raises, it does not answer (yet)
+            return
+        self._answered.set()
 
     def _write_failed(self, exc: StoreError) -> None:
         self._failed(exc, bypass=False)
@@ -155,8 +175,13 @@ class GuardedStore(DedupStore):
     def expired(self, key: int) -> bool:
         return self._guard(self.store.expired, self._local.expired, key)
 
-    def forget(self, keys: Iterable[int] = (), prefix: str | None = None) -> list[str]:
-        return self.store.forget(keys, prefix)
+    def forget(
+        self,
+        keys: Iterable[int] = (),
+        prefix: str | None = None,
+        key_of: Callable[[str], int] | None = None,
+    ) -> list[str]:
+        return self.store.forget(keys, prefix, key_of)
 
     def describe(self) -> str:
         return self.store.describe()
@@ -216,7 +241,11 @@ class GuardedStore(DedupStore):
         self._local.clear(urls_only)
 
     def flush(self) -> None:
+        if self._down_until and not self._recovered():
+            return  # the writes wait in the store: each try would stall a timeout
         self._durable(self.store.flush)
 
     def close(self) -> None:
+        if self._probe is not None:  # it would use the store closed under it
+            self._probe.join(_RETRY_AFTER)
         self._durable(self.store.close)

@@ -33,13 +33,19 @@ never dropped unless the document it names was kept.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import os
 import re
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
 from scrapy_dedup.stores.compact import CompactMap
+from scrapy_dedup.stores.memory import MemoryStore
 from scrapy_dedup.text.near import doc_id
 
 if TYPE_CHECKING:
@@ -64,6 +70,51 @@ if #v + #ARGV[2] > tonumber(ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], v .. ARGV[2])
 return 1
 """
+# A URL key seen in run ARGV[3] (value "<info>:<run>"), or kept by a page
+# (value "<info>:<run>:<unix time>"): answer the value when it counts for this
+# run, "E" when a kept page's time ran out (ARGV[4]: the oldest that counts),
+# else record ARGV[2] and answer nil. Keys only seen by an earlier run count
+# for nothing: pages that gave no item are fetched by every run.
+_ADD_URL = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v then
+  local run, kept = string.match(v, '^%d+:(%d+):?(%d*)$')
+  if kept and kept ~= '' then
+    if tonumber(kept) >= tonumber(ARGV[4]) then return v end
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+    return 'E'
+  end
+  if run == ARGV[3] then return v end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return false
+"""
+# A text digest: a kept item's URL, or "\0<run>\0<URL>" while the item is on
+# its way through the pipelines. An unconfirmed claim of an earlier run (that
+# worker was killed before the item came out) counts for nothing.
+_ADD_TEXT = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v then
+  if string.byte(v, 1) ~= 0 then return v end
+  if string.match(v, '^%z(%d+)%z') == ARGV[3] then return v end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return false
+"""
+# Delete field ARGV[1] if it still holds ARGV[2].
+_UNCLAIM = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 1
+"""
+# Start run ARGV[1] + 1 unless another worker started a run since run ARGV[1]
+# was read: answer {run, 1 if this call started it}.
+_NEW_RUN = """
+local run = tonumber(redis.call('HGET', KEYS[1], 'run') or '0')
+if run == tonumber(ARGV[1]) then
+  return {redis.call('HINCRBY', KEYS[1], 'run', 1), 1}
+end
+return {run, 0}
+"""
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
 _SLOTS = [bytes([slot]) for slot in range(8)]
@@ -71,15 +122,39 @@ _METHODS = ("minhash", "simhash")  # near-duplicate methods, for clear()
 _LOW48 = (1 << 48) - 1
 
 
+def _worker_name(base: str, pid: int) -> str:
+    """The connection name of a worker of namespace ``base``: a digest of the
+    namespace (names allow no spaces) and the process id."""
+    return f"dedup-{_tag(base)}-{pid}"
+
+
+def _tag(base: str) -> str:
+    return hashlib.blake2b(base.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
 class RedisStore(DedupStore):
     """A :class:`DedupStore` in Redis or a Redis Cluster (``client``)."""
 
+    persistent = True
+    persists_kept = True
+
     def __init__(
-        self, client: Any, namespace: str, *, prefix: str = "dedup", uri: str = ""
+        self,
+        client: Any,
+        namespace: str,
+        *,
+        prefix: str = "dedup",
+        uri: str = "",
+        recrawl_after: float | None = None,
+        worker: str | None = None,
     ) -> None:
         import redis
+        from redis.exceptions import RedisClusterException
 
         self._redis = redis
+        # A cluster client raises RedisClusterException (not a RedisError in
+        # redis-py 4-8) when no node answers, even mid-crawl.
+        self._errors = (redis.RedisError, RedisClusterException)
         self.client = client
         self.uri = redact(uri) if uri else repr(client)
         self.namespace = namespace
@@ -88,24 +163,57 @@ class RedisStore(DedupStore):
         self._known = CompactMap()
         self._claimed = CompactMap()
         self._lookup: tuple[str, bytes, list[str], list[bytes | None]] | None = None
+        self.recrawl_after = recrawl_after
+        self._expired: set[int] = set()
+        # Written at flush(), frontier rows first: a page is kept only once the
+        # requests it led to are in the frontier.
+        self._adds: dict[int, str] = {}
+        self._dones: set[int] = set()
+        self._keeps: dict[int, bytes] = {}
+        self._confirms: list[tuple[str, bytes, bytes]] = []
+        self._counts = {"kept": 0, "texts": 0}
+        self._holding: list[tuple[str, bytes, bytes, bytes]] | None = None
+        self._kept = CompactMap()  # keys kept by this process in this run
+        self.worker = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
+        pool = getattr(client, "connection_pool", None)
+        if pool is not None and pool.connection_kwargs.get("client_name") != self.worker:
+            pool.connection_kwargs["client_name"] = self.worker  # a client made elsewhere
+            pool.disconnect()
         try:
             client.ping()
             self._setnx_get = client.register_script(_SETNX_GET)
             self._append = client.register_script(_APPEND)
-        except redis.RedisError as exc:
+            self._add_url = client.register_script(_ADD_URL)
+            self._add_text = client.register_script(_ADD_TEXT)
+            self._unclaim = client.register_script(_UNCLAIM)
+            self._new_run = client.register_script(_NEW_RUN)
+            self._join()
+        except self._errors as exc:
             # Our message says it all: no chained redis-py traceback in the log.
             raise StoreError(f"cannot reach the dedup store at {self.uri}: {exc}") from None
 
     @classmethod
     def from_uri(
-        cls, uri: str, namespace: str, *, jobdir: str | None = None, prefix: str = "dedup"
+        cls,
+        uri: str,
+        namespace: str,
+        *,
+        jobdir: str | None = None,
+        prefix: str = "dedup",
+        timeout: float = 0.5,
+        recrawl_after: float | None = None,
     ) -> RedisStore:
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
         ``redis+cluster://`` (``rediss+cluster://``) URIs, which must name
-        their host (or socket path)."""
+        their host (or socket path). Each connect and each reply waits at most
+        ``timeout`` seconds (``DEDUP_STORE_TIMEOUT``): the calls run on
+        Scrapy's reactor thread, so a frozen server stalls the whole crawl."""
         import redis
         from redis.backoff import NoBackoff
+
+        worker = f"{_worker_name(f'{prefix}:{namespace}', os.getpid())}-{os.urandom(4).hex()}"
         from redis.cluster import RedisCluster
+        from redis.exceptions import RedisClusterException
         from redis.retry import Retry
 
         # No retries inside redis-py: its default ones back off for seconds on
@@ -113,10 +221,13 @@ class RedisStore(DedupStore):
         # was lost would read back its own write as another worker's. The store
         # retries once itself (_call, _set_first), knowing which calls it may.
         options = {
-            "socket_connect_timeout": 2,
-            "socket_timeout": 5,
+            "socket_connect_timeout": timeout,
+            "socket_timeout": timeout,
             "health_check_interval": 30,
             "retry": Retry(NoBackoff(), 0),
+            # How workers of one run see each other (see _join): a killed
+            # worker's connections close with it.
+            "client_name": worker,
         }
         uri = uri.strip()
         parts = urlsplit(uri)
@@ -131,43 +242,68 @@ class RedisStore(DedupStore):
                 client: Any = RedisCluster.from_url(plain, **options)
             else:
                 client = redis.Redis.from_url(uri, **options)
-        except redis.RedisError as exc:  # a cluster client connects at once
+        except (redis.RedisError, RedisClusterException) as exc:  # a cluster client connects
             raise StoreError(f"cannot reach the dedup store at {redact(uri)}: {exc}") from None
         except ValueError as exc:
             raise ValueError(f"DEDUP_STORE={redact(uri)!r}: {exc}") from exc
-        return cls(client, namespace, prefix=prefix, uri=uri)
+        return cls(
+            client, namespace, prefix=prefix, uri=uri, recrawl_after=recrawl_after, worker=worker
+        )
 
     def ping(self) -> None:
         self._call("answer", self.client.ping)
 
+    def fallback(self) -> MemoryStore:
+        """A memory store that shares (not copies) the URL keys and claims
+        this process knows: while Redis is down it answers for them, and what
+        it records lands in the same maps, so this worker fetches no page
+        twice, during the outage or after it. Sharing costs no memory and
+        needs no refresh; Redis never learns the keys recorded meanwhile."""
+        local = MemoryStore()
+        local._urls, local._claims = self._known, self._claimed
+        return local
+
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
         """``function(*args, **kwargs)``, tried again once after a connection
-        error (a dropped idle connection); only for calls safe to repeat."""
+        error (a dropped idle connection fails at once); only for calls safe to
+        repeat. Never after a timeout: a frozen server would stall twice."""
         redis = self._redis
         try:
             try:
                 return function(*args, **kwargs)
-            except (redis.ConnectionError, redis.TimeoutError):
+            except redis.ConnectionError:
                 return function(*args, **kwargs)
-        except redis.RedisError as exc:
+        except self._errors as exc:
             raise StoreError(f"dedup store {self.uri} failed to {what}: {exc}") from exc
 
-    def _set_first(self, what: str, name: str, field: bytes, value: bytes) -> bytes | None:
-        """Set ``field`` unless it is set; ``None`` when this call set it, else
-        the first value. Exactly one of several racing callers gets ``None``."""
+    def _set_first(
+        self,
+        what: str,
+        name: str,
+        field: bytes,
+        value: bytes,
+        script: Any = None,
+        *extra: Any,
+    ) -> bytes | None:
+        """Set ``field`` unless it is set (``script``: a check-and-set taking
+        field, value and ``extra``; by default HSETNX); ``None`` when this call
+        set it, else the first value. Exactly one of several racing callers
+        gets ``None``."""
         redis = self._redis
+        script = script or self._setnx_get
+        args = [field, value, *extra]
         try:
             try:
-                found: bytes | None = self._setnx_get(keys=[name], args=[field, value])
+                found: bytes | None = script(keys=[name], args=args)
                 return found
-            except (redis.ConnectionError, redis.TimeoutError):
+            except redis.ConnectionError:  # not after a timeout: see _call()
                 # The first try may have run with its reply lost: finding our own
                 # value now most likely means we set it (an identical value
                 # written by another worker at that very moment is a duplicate
                 # fetch, never a lost page).
-                first = self._setnx_get(keys=[name], args=[field, value])
+                first = script(keys=[name], args=args)
                 return None if first == value else first
-        except redis.RedisError as exc:
+        except self._errors as exc:
             raise StoreError(f"dedup store {self.uri} failed to {what}: {exc}") from exc
 
     # -- URL keys ----------------------------------------------------------
@@ -191,7 +327,22 @@ class RedisStore(DedupStore):
         return None if first is None else found
 
     def add_url(self, key: int, info: int) -> int | None:
-        return self._first("u", self._known, key, info, "record a URL")
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        name, field = self._slot("u", key)
+        value = b"%d:%s" % (info, self._run_bytes)
+        found = self._set_first(
+            "record a URL", name, field, value, self._add_url, self._run_bytes, self._oldest()
+        )
+        if found is None or found == b"E":
+            if found == b"E":  # kept by an earlier run, past DEDUP_RECRAWL_AFTER
+                self._expired.add(key)
+            self._known.setdefault(key, info)
+            return None
+        first = self._info(found)
+        self._known.setdefault(key, first)
+        return first
 
     def get_url(self, key: int) -> int | None:
         known = self._known.get(key)
@@ -201,8 +352,192 @@ class RedisStore(DedupStore):
         value = self._call("read a URL", self.client.hget, name, field)
         if value is None:
             return None
-        self._known.setdefault(key, int(value))
-        return int(value)
+        _, _, rest = value.partition(b":")
+        run, _, kept = rest.partition(b":")
+        if (int(kept) < self._oldest()) if kept else run != self._run_bytes:
+            return None  # counts for nothing in this run
+        first = self._info(value)
+        self._known.setdefault(key, first)
+        return first
+
+    def _info(self, value: bytes) -> int:
+        """The info word of a stored URL value; ``PREVIOUS_RUN`` for a page
+        an earlier run kept."""
+        info, _, rest = value.partition(b":")
+        run, _, kept = rest.partition(b":")
+        return int(info) | (PREVIOUS_RUN if kept and run != self._run_bytes else 0)
+
+    def _oldest(self) -> int:
+        """The oldest time a kept page counts from (DEDUP_RECRAWL_AFTER)."""
+        return 0 if self.recrawl_after is None else int(time.time() - self.recrawl_after)
+
+    def keep_url(self, key: int, info: int, url: str | None = None) -> None:
+        known = self._known.get(key)
+        if (known is not None and known & PREVIOUS_RUN) or key in self._kept:
+            return  # kept already
+        self._kept.setdefault(key, 1)
+        info = (known if known is not None else info) & ~PREVIOUS_RUN
+        self._keeps[key] = b"%d:%s:%d" % (info, self._run_bytes, int(time.time()))
+        self._counts["kept"] += 1
+        self._due()
+
+    def expired(self, key: int) -> bool:
+        return key in self._expired
+
+    # -- runs and the frontier ---------------------------------------------
+
+    def _join(self) -> None:
+        """Join the run of the workers connected now, or start a new one.
+
+        A run is the time some worker of the namespace is connected: URL keys
+        seen in it are shared by all its workers; kept pages count for every
+        later run. A worker starting alone (the others finished or were
+        killed: their connections closed with them) starts a new run and
+        feeds it the frontier earlier runs left unfinished."""
+        self._run_key = run_key = f"{self.base}:run"
+        for attempt in range(30):
+            current = int(self.client.hget(run_key, "run") or 0)
+            peers = self._peers()
+            # Each worker notes the run it is in ("w:<name>"); one that started
+            # a moment ago may not have yet: wait for it rather than guess.
+            noted = self.client.hmget(run_key, [f"w:{peer}" for peer in peers]) if peers else []
+            runs = [int(run) for run in noted if run is not None]
+            if runs:
+                self.run, self.new_run = max(runs), False
+                break
+            if not peers or attempt == 29:
+                run, started = self._new_run(keys=[run_key], args=[current])
+                if started:
+                    self.run, self.new_run = int(run), True
+                    break
+                # Another worker started a run meanwhile: join it.
+            time.sleep(0.1)
+        else:
+            self.run, self.new_run = current, False
+        self.client.hset(run_key, f"w:{self.worker}", self.run)
+        self._run_bytes = str(self.run).encode()
+        peers = self._peers()
+        kept, texts = self.client.hmget(self._run_key, ["kept", "texts"])
+        pipe = self.client.pipeline(transaction=False)
+        for name in self._pending_names():
+            pipe.hlen(name)
+        pending = sum(pipe.execute())
+        joined = f"joined run {self.run} of {len(peers)} running workers"
+        self._summary = (
+            f"{self.uri}, namespace {self.namespace!r}: "
+            f"{'started run ' + str(self.run) if self.new_run else joined}; "
+            f"{int(kept or 0)} pages kept and {int(texts or 0)} texts recorded by all runs, "
+            f"{pending} unfinished requests{' to resume' if self.new_run else ''}"
+        )
+
+    def _peers(self) -> list[str]:
+        """The other workers of this namespace connected now (by connection name)."""
+        prefix = self.worker.rsplit("-", 1)[0].rsplit("-", 1)[0] + "-"
+        try:
+            if hasattr(self.client, "get_node_from_key"):  # a cluster: the run's node
+                node = self.client.get_node_from_key(self._run_key)
+                listing: Any = self.client.client_list(target_nodes=node)
+            else:
+                listing = self.client.client_list()
+        except self._redis.ResponseError:  # CLIENT LIST not allowed: act alone
+            logger.warning(
+                "%s does not allow CLIENT LIST: this worker cannot see others and "
+                "starts a run of its own",
+                self.uri,
+            )
+            return []
+        if isinstance(listing, dict):
+            listing = [entry for entries in listing.values() for entry in entries]
+        names = {entry.get("name", "") for entry in listing}
+        return sorted(n for n in names if n.startswith(prefix) and n != self.worker)
+
+    def describe(self) -> str:
+        return self._summary
+
+    def _pending_names(self) -> list[str]:
+        return [f"{self.base}:p:{byte:02x}" for byte in range(256)]
+
+    def _pending_slot(self, key: int) -> tuple[str, bytes]:
+        return f"{self.base}:p:{key >> 56:02x}", key.to_bytes(8, "little")
+
+    def add_pending(self, key: int, request: str) -> None:
+        self._dones.discard(key)
+        self._adds[key] = request
+        self._due()
+
+    def done_pending(self, key: int) -> None:
+        self._adds.pop(key, None)
+        self._dones.add(key)
+        self._due()
+
+    def pending_requests(self) -> list[str]:
+        """What earlier runs left unfinished, for the worker that starts a run."""
+        if not self.new_run:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for name in self._pending_names():
+            pipe.hvals(name)
+        found = self._call("read the frontier", pipe.execute)
+        return [value.decode("utf-8", "surrogatepass") for values in found for value in values]
+
+    def _due(self) -> None:
+        if self.flush_due is not None:
+            self.flush_due()
+        else:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what waits: the frontier's new rows first, then the kept
+        pages, finished requests, confirmed texts and counters (a kill -9
+        between the two leaves rows for requests already done, which the
+        next run fetches once more, never a kept page whose links are lost)."""
+        if self._adds:
+            pipe = self.client.pipeline(transaction=False)
+            for key, request in self._adds.items():
+                pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
+            self._call("write the frontier", pipe.execute)
+            self._adds.clear()
+        counts = {name: n for name, n in self._counts.items() if n}
+        if not (self._keeps or self._dones or self._confirms or counts):
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for key, value in self._keeps.items():
+            pipe.hset(*self._slot("u", key), value)
+        for key in self._dones:
+            pipe.hdel(*self._pending_slot(key))
+        for name, digest, url in self._confirms:
+            pipe.hset(name, digest, url)
+        for name, n in counts.items():
+            pipe.hincrby(self._run_key, name, n)
+        self._call("record kept pages", pipe.execute)
+        self._keeps.clear()
+        self._dones.clear()
+        self._confirms.clear()
+        self._counts = dict.fromkeys(self._counts, 0)
+
+    def forget(
+        self,
+        keys: Iterable[int] = (),
+        prefix: str | None = None,
+        key_of: Callable[[str], int] | None = None,
+    ) -> list[str]:
+        """Forget the pages of ``keys``, and (with ``key_of``, the key of a
+        URL) those of kept texts whose URL starts with ``prefix``."""
+        targets = {key: f"key {key:016x}" for key in keys}
+        if prefix and key_of is not None:
+            pipe = self.client.pipeline(transaction=False)
+            for byte in range(256):
+                pipe.hvals(f"{self.base}:c:{byte:02x}")
+            for values in self._call("read texts", pipe.execute):
+                for value in values:
+                    url = self._text_url(value)
+                    if url.startswith(prefix):
+                        targets[key_of(url)] = url
+        pipe = self.client.pipeline(transaction=False)
+        for key in targets:
+            pipe.hdel(*self._slot("u", key))
+        deleted = self._call("forget pages", pipe.execute)
+        return [url for url, gone in zip(targets.values(), deleted, strict=True) if gone]
 
     def url_count(self) -> int:
         """Every URL key of the namespace (scans 65,536 hashes: for tests and tools)."""
@@ -221,16 +556,52 @@ class RedisStore(DedupStore):
         value = self._call(
             "read a text digest", self.client.hget, self._content_key(digest), digest
         )
-        return None if value is None else value.decode("utf-8", "surrogatepass")
+        if value is None or (value[:1] == b"\0" and value.split(b"\0")[1] != self._run_bytes):
+            return None  # a claim of an earlier run whose item never came out
+        return self._text_url(value)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
-        first = self._call(
-            "record a text digest",
-            self._setnx_get,
-            keys=[self._content_key(digest)],
-            args=[digest, url.encode("utf-8", "surrogatepass")],
+        name = self._content_key(digest)
+        text_url = url.encode("utf-8", "surrogatepass")
+        # Inside hold(): claimed for this run only, until the item is out.
+        value = text_url if self._holding is None else b"\0%s\0%s" % (self._run_bytes, text_url)
+        first = self._set_first(
+            "record a text digest", name, digest, value, self._add_text, self._run_bytes
         )
-        return None if first is None else first.decode("utf-8", "surrogatepass")
+        if first is not None:
+            return self._text_url(first)
+        if self._holding is None:
+            self._counts["texts"] += 1
+        else:
+            self._holding.append((name, digest, text_url, value))
+        return None
+
+    @staticmethod
+    def _text_url(value: bytes) -> str:
+        if value[:1] == b"\0":
+            value = value.split(b"\0", 2)[2]
+        return value.decode("utf-8", "surrogatepass")
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Any]:
+        outer, self._holding = self._holding, []
+        try:
+            yield self._holding
+        finally:
+            self._holding = outer
+
+    def release(self, token: Any) -> None:
+        """The item is out of the pipelines: its texts are kept for good."""
+        for name, digest, url, _ in token or ():
+            self._confirms.append((name, digest, url))
+            self._counts["texts"] += 1
+        if token:
+            self._due()
+
+    def discard(self, token: Any) -> None:
+        """The item was dropped later: its texts are not kept after all."""
+        for name, digest, _, value in token or ():
+            self._call("forget a text digest", self._unclaim, keys=[name], args=[digest, value])
 
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         encoded = method.encode(fingerprint)
@@ -335,6 +706,11 @@ class RedisStore(DedupStore):
         patterns = [f"{base}:u:{hex2}{hex2}"]
         if not urls_only:
             patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}{hex2}"]
+            patterns += [f"{base}:p:{hex2}", f"{base}:run"]
+            self._adds.clear()
+            self._dones.clear()
+            self._keeps.clear()
+            self._confirms.clear()
             for method in _METHODS:
                 patterns += [f"{base}:n:{method}:{hex2}", f"{base}:d:{method}:{hex2}"]
         try:
@@ -344,12 +720,21 @@ class RedisStore(DedupStore):
                 for name in names:
                     pipe.unlink(name)
                 pipe.execute()
-        except self._redis.RedisError as exc:
+            if not urls_only:  # the workers connected now stay in this run
+                notes = {"run": self.run, f"w:{self.worker}": self.run}
+                self.client.hset(self._run_key, mapping=notes)
+        except self._errors as exc:
             raise StoreError(f"dedup store {self.uri} failed to clear: {exc}") from exc
+        self._kept.clear()
+        self._expired.clear()
 
     def close(self) -> None:
-        with contextlib.suppress(self._redis.RedisError):
-            self.client.close()
+        try:
+            self.flush()
+            self._call("leave the run", self.client.hdel, self._run_key, f"w:{self.worker}")
+        finally:
+            with contextlib.suppress(*self._errors):
+                self.client.close()
 
 
 def memory_usage(client: redis.Redis, pattern: str) -> int:

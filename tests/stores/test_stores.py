@@ -444,7 +444,7 @@ def test_a_schema_1_file_gains_the_claims_table(tmp_path: Path) -> None:
     assert store.claim(3, 31) == 30
     store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     db.close()
 
 
