@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
@@ -48,7 +49,7 @@ class DedupCommand(ScrapyCommand):
         try:
             forgotten = forget(urls, opts.prefix, namespace=namespace, settings=self.settings)
         except (StoreError, ValueError) as exc:
-            print(f"scrapy dedup forget: {exc}")
+            print(f"scrapy dedup forget: {exc}", file=sys.stderr)
             self.exitcode = 1
             return
         for url in forgotten:

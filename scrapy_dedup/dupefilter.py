@@ -200,6 +200,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         if simplified:
             self._stats.inc("dedup/frontier/simplified")
         self.store.add_pending(key, text)
+        unsent = self.state.unsent
+        unsent[key] = unsent.get(key, 0) + 1
 
     def open(self) -> None:
         pass

@@ -44,8 +44,12 @@ def forget(
         namespace,
         prefix=config.redis_prefix,
         classes=config.store_classes,
+        timeout=config.store_timeout,
+        join=False,  # a Redis store: look, without taking part in a run
     )
+    named = {f"key {key_of(url):016x}": url for url in urls}
     try:
-        return store.forget([key_of(url) for url in urls], prefix, key_of)
+        forgotten = store.forget([key_of(url) for url in urls], prefix, key_of)
     finally:
         store.close()
+    return [named.get(label, label) for label in forgotten]

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 
-from scrapy_dedup.keys import PREVIOUS_RUN
-from scrapy_dedup.serialize import request_from_json
+from scrapy_dedup.serialize import request_from_json, request_to_json
 from scrapy_dedup.state import CrawlState
 
 if TYPE_CHECKING:
@@ -43,6 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["DedupFrontierMiddleware"]
 
 logger = logging.getLogger(__name__)
+
+#: Meta keys this middleware sets on restored requests; a page that copies its
+#: meta into the requests it yields (``meta=response.meta``) does not pass them on.
+_OWN_META = ("dedup_restored", "dedup_attempts", "dedup_failed")
 
 
 @dataclass
@@ -80,10 +83,10 @@ class DedupFrontierMiddleware:
         self.max_retries = state.config.frontier_retries
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
-        self._restoring: dict[int, Request] = {}  # restored requests not scheduled yet
         connect = crawler.signals.connect
         connect(self._request_out, signal=signals.request_scheduled)
-        connect(self._request_dropped, signal=signals.request_dropped)
+        connect(self._request_out, signal=signals.request_dropped)
+        connect(self._reached_downloader, signal=signals.request_reached_downloader)
         connect(self._item_scraped, signal=signals.item_scraped)
         connect(self._item_dropped, signal=signals.item_dropped)
         connect(self._item_error, signal=signals.item_error)
@@ -102,36 +105,49 @@ class DedupFrontierMiddleware:
 
     def _restored(self) -> list[Request]:
         """The requests earlier runs left unfinished (interrupted, or failed:
-        a download error, an error answer, a callback that raised), each
-        tried again by at most ``DEDUP_FRONTIER_RETRIES`` later runs."""
+        a download error, an error answer, a callback that raised); each is
+        given up once ``DEDUP_FRONTIER_RETRIES`` later runs downloaded it in
+        vain. After a pause (``JOBDIR``), only the failed ones: Scrapy's own
+        queue holds the others."""
         restored: list[Request] = []
         given_up: list[str] = []
-        for text in self.store.pending_requests():
+        unreadable = 0
+        only_failed = not self.store.resume_all
+        for key, text in self.store.pending_requests():
             request = request_from_json(text, self.crawler.spider)
-            if request is None:
+            if request is None:  # its callback is gone from the spider
+                unreadable += 1
                 continue
-            attempts = int(request.meta.get("dedup_attempts", 0))
-            if attempts >= self.max_retries:
+            if only_failed and not request.meta.get("dedup_failed"):
+                continue
+            if int(request.meta.get("dedup_attempts", 0)) >= self.max_retries:
                 given_up.append(request.url)
-                self.store.done_pending(self.keys.compute(request).key)
+                self.store.done_pending(key)
                 continue
-            meta = {**request.meta, "dedup_attempts": attempts + 1, "dedup_restored": True}
-            request = request.replace(dont_filter=False, meta=meta)
-            self._restoring[id(request)] = request  # held: its id is not reused
-            restored.append(request)
+            meta = {**request.meta, "dedup_restored": True}
+            meta.pop("dedup_failed", None)
+            restored.append(request.replace(dont_filter=False, meta=meta))
         if restored:
             self.stats.inc_value("dedup/frontier/restored", len(restored))
             logger.info(
-                "Resuming %d requests that earlier runs of this namespace left unfinished",
+                "Resuming %d requests that earlier runs of this namespace left unfinished "
+                "or failed",
                 len(restored),
+            )
+        if unreadable:
+            self.stats.inc_value("dedup/frontier/unreadable", unreadable)
+            logger.warning(
+                "%d requests left by earlier runs name a callback this spider no longer "
+                "has: they stay in the frontier until it has it again (or -s DEDUP_RESET=1)",
+                unreadable,
             )
         if given_up:
             self.stats.inc_value("dedup/frontier/given_up", len(given_up))
             logger.warning(
-                "Giving up %d requests that failed or stayed unfinished in %d runs "
+                "Giving up %d requests that %d later runs downloaded in vain "
                 "(DEDUP_FRONTIER_RETRIES): %s",
                 len(given_up),
-                self.max_retries + 1,
+                self.max_retries,
                 ", ".join(given_up[:10]) + (" ..." if len(given_up) > 10 else ""),
             )
         return restored
@@ -150,11 +166,14 @@ class DedupFrontierMiddleware:
                 page.yielded += 1
                 if isinstance(output, Request):
                     self._requests[id(output)] = (output, page)
+                    if "dedup_restored" in output.meta:  # meta=response.meta
+                        for name in _OWN_META:
+                            output.meta.pop(name, None)
                 yield output
-        except BaseException:
+        except Exception:
             # A failed callback: the page stays in the frontier, fetched again next run.
             self._pages.pop(id(response), None)
-            self.stats.inc_value("dedup/frontier/failed")
+            self._failed(response)
             raise
         page.finished = True
         # An error answer the spider did not handle (HttpErrorMiddleware turned
@@ -163,23 +182,37 @@ class DedupFrontierMiddleware:
         self._maybe_settle(page)
 
     def _request_out(self, request: Request) -> None:
-        if self._restoring.pop(id(request), None) is not None:
-            return
         entry = self._requests.pop(id(request), None)
         if entry is not None:
             entry[1].outstanding -= 1
             self._maybe_settle(entry[1])
 
-    def _request_dropped(self, request: Request) -> None:
-        if self._restoring.pop(id(request), None) is not None:
-            # A restored request the filter dropped: done if an earlier run
-            # kept its page since; else the request that got there first in
-            # this run (same key, same pending row) is in the frontier now.
-            key = self.keys.compute(request).key
-            if (self.store.get_url(key) or 0) & PREVIOUS_RUN:
-                self.store.done_pending(key)
-            return
-        self._request_out(request)
+    def _reached_downloader(self, request: Request) -> None:
+        key = self.keys.of(request).key
+        unsent = self.state.unsent
+        if key in unsent:
+            unsent[key] -= 1
+            if not unsent[key]:
+                del unsent[key]
+        if request.meta.get("dedup_restored") and not request.meta.get("redirect_urls"):
+            # One more later run tried it (the row says so from now on).
+            attempts = int(request.meta.get("dedup_attempts", 0)) + 1
+            request.meta["dedup_attempts"] = attempts
+            self._rewrite(key, request)
+
+    def _failed(self, response: Response) -> None:
+        """A page failed: its row stays, marked, for later runs (even after a pause)."""
+        self.stats.inc_value("dedup/frontier/failed")
+        request = response.request
+        if request is not None:
+            self._rewrite(self.keys.of(request).key, request, dedup_failed=True)
+
+    def _rewrite(self, key: int, request: Request, **meta: Any) -> None:
+        if meta:
+            request = request.replace(meta={**request.meta, **meta})
+        text, _ = request_to_json(request, self.crawler.spider)
+        if text is not None:
+            self.store.add_pending(key, text)
 
     def _item_scraped(self, item: Any, response: Response | None) -> None:
         self._item_out(response, kept=True)
@@ -214,7 +247,7 @@ class DedupFrontierMiddleware:
             return
         request = response.request
         if page.failed:
-            self.stats.inc_value("dedup/frontier/failed")
+            self._failed(response)
             return
         persist = request.meta.get("dedup_persist")
         if persist is not False and (page.kept or persist is True):
@@ -228,8 +261,15 @@ class DedupFrontierMiddleware:
         # What is still in the frontier stays for the next run: requests not
         # processed yet (an interrupted run), failed pages, and pages whose
         # outputs never all came out (a request dropped by a middleware).
+        if reason == "finished" and self.state.unsent:
+            # Every request was processed, and these never reached the
+            # downloader: a downloader middleware refused them (robots.txt,
+            # offsite). Trying them again would only be refused again.
+            self.stats.inc_value("dedup/frontier/refused", len(self.state.unsent))
+            for key in self.state.unsent:
+                self.store.done_pending(key)
+        self.state.unsent.clear()
         self._pages.clear()
         self._requests.clear()
-        self._restoring.clear()
         self.store.end_run()
         self.state.detach()

@@ -148,8 +148,8 @@ class ContentDedupPipeline:
         digest = content_digest(text)
         first = self.store.get_content(digest)
         if first is not None:
-            if first == url:  # a page fetched again (a recrawl, a forgotten URL)
-                why = "the same page with the same text as when it was kept"
+            if first == url and self._recrawled(url):
+                why = "fetched again (DEDUP_RECRAWL_AFTER, or forgotten), its text has not changed"
                 return self._duplicate(item, adapter, "unchanged", first, url, why)
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
         fingerprint = self._near_fingerprint(text, signature)
@@ -179,8 +179,10 @@ class ContentDedupPipeline:
         return item
 
     def _recrawled(self, url: str) -> bool:
-        """Whether ``url`` was fetched again because its DEDUP_RECRAWL_AFTER passed."""
-        if not (self.recrawls and url):
+        """Whether the page at ``url`` was kept by an earlier run and fetched
+        again (its DEDUP_RECRAWL_AFTER passed, or it was forgotten). Keyed as a
+        plain GET of ``url``."""
+        if not url:
             return False
         assert self.store is not None
         return self.store.expired(url_key("GET", self.state.canonicalizer.canonicalize(url)))

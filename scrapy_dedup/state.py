@@ -109,6 +109,10 @@ class CrawlState:
         self.config = DedupConfig.from_settings(crawler.settings)
         self.keys = RequestKeys(self.config.canonicalizer(), _custom_fingerprinter(crawler))
         self.canonicals = CanonicalMap()
+        #: Keys of requests let into the frontier that have not reached the
+        #: downloader yet (the frontier middleware forgets those a downloader
+        #: middleware refused, at the end of a finished run).
+        self.unsent: dict[int, int] = {}
         self._store: GuardedStore | None = None
         self._flusher: Any = None
         self._flush_scheduled = False

@@ -163,8 +163,14 @@ class DedupStore(ABC):
     def done_pending(self, key: int) -> None:
         """The request of ``key`` was processed: its outputs are out."""
 
-    def pending_requests(self) -> list[str]:
-        """Requests an earlier run scheduled and never finished."""
+    #: Whether the next run is fed every unfinished request of the frontier,
+    #: or only the failed ones (after a pause with ``JOBDIR``, Scrapy's own
+    #: queue holds the others).
+    resume_all = True
+
+    def pending_requests(self) -> list[tuple[int, str]]:
+        """``(key, request)`` of the requests earlier runs scheduled and never
+        finished, for the frontier middleware to feed to this run."""
         return []
 
     def clear_pending(self) -> None:

@@ -169,8 +169,14 @@ class GuardedStore(DedupStore):
     def get_url(self, key: int) -> int | None:
         return self._guard(self.store.get_url, self._local.get_url, key)
 
+    # Records for later runs (kept pages, the frontier) always go to the store,
+    # even while it is bypassed: the built-in stores only buffer them, and keep
+    # them through a failed flush. A kept page whose links went to the local
+    # store instead would lose them after a kill -9.
+
     def keep_url(self, key: int, info: int, url: str | None = None) -> None:
-        self._guard(self.store.keep_url, self._local.keep_url, key, info, url)
+        self._local.keep_url(key, info, url)
+        self._durable(lambda: self.store.keep_url(key, info, url))
 
     def expired(self, key: int) -> bool:
         return self._guard(self.store.expired, self._local.expired, key)
@@ -214,12 +220,16 @@ class GuardedStore(DedupStore):
         return self._guard(self.store.filed, self._local.filed, key)
 
     def add_pending(self, key: int, request: str) -> None:
-        self._guard(self.store.add_pending, self._local.add_pending, key, request)
+        self._durable(lambda: self.store.add_pending(key, request))
 
     def done_pending(self, key: int) -> None:
-        self._guard(self.store.done_pending, self._local.done_pending, key)
+        self._durable(lambda: self.store.done_pending(key))
 
-    def pending_requests(self) -> list[str]:
+    @property
+    def resume_all(self) -> bool:  # type: ignore[override]
+        return self.store.resume_all
+
+    def pending_requests(self) -> list[tuple[int, str]]:
         return self._guard(self.store.pending_requests, self._local.pending_requests)
 
     def clear_pending(self) -> None:

@@ -147,6 +147,7 @@ class RedisStore(DedupStore):
         uri: str = "",
         recrawl_after: float | None = None,
         worker: str | None = None,
+        join: bool = True,
     ) -> None:
         import redis
         from redis.exceptions import RedisClusterException
@@ -187,7 +188,7 @@ class RedisStore(DedupStore):
             self._add_text = client.register_script(_ADD_TEXT)
             self._unclaim = client.register_script(_UNCLAIM)
             self._new_run = client.register_script(_NEW_RUN)
-            self._join()
+            self._join(join)
         except self._errors as exc:
             # Our message says it all: no chained redis-py traceback in the log.
             raise StoreError(f"cannot reach the dedup store at {self.uri}: {exc}") from None
@@ -202,6 +203,7 @@ class RedisStore(DedupStore):
         prefix: str = "dedup",
         timeout: float = 0.5,
         recrawl_after: float | None = None,
+        join: bool = True,
     ) -> RedisStore:
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
         ``redis+cluster://`` (``rediss+cluster://``) URIs, which must name
@@ -210,12 +212,11 @@ class RedisStore(DedupStore):
         Scrapy's reactor thread, so a frozen server stalls the whole crawl."""
         import redis
         from redis.backoff import NoBackoff
-
-        worker = f"{_worker_name(f'{prefix}:{namespace}', os.getpid())}-{os.urandom(4).hex()}"
         from redis.cluster import RedisCluster
         from redis.exceptions import RedisClusterException
         from redis.retry import Retry
 
+        worker = f"{_worker_name(f'{prefix}:{namespace}', os.getpid())}-{os.urandom(4).hex()}"
         # No retries inside redis-py: its default ones back off for seconds on
         # Scrapy's reactor thread, and a retried check-and-set whose first reply
         # was lost would read back its own write as another worker's. The store
@@ -247,7 +248,13 @@ class RedisStore(DedupStore):
         except ValueError as exc:
             raise ValueError(f"DEDUP_STORE={redact(uri)!r}: {exc}") from exc
         return cls(
-            client, namespace, prefix=prefix, uri=uri, recrawl_after=recrawl_after, worker=worker
+            client,
+            namespace,
+            prefix=prefix,
+            uri=uri,
+            recrawl_after=recrawl_after,
+            worker=worker,
+            join=join,
         )
 
     def ping(self) -> None:
@@ -275,6 +282,19 @@ class RedisStore(DedupStore):
                 return function(*args, **kwargs)
         except self._errors as exc:
             raise StoreError(f"dedup store {self.uri} failed to {what}: {exc}") from exc
+
+    def _pipe(self, what: str, fill: Callable[[Any], object]) -> list[Any]:
+        """The answers to the commands ``fill`` puts in a pipeline, tried again
+        once after a connection error in a new pipeline (an executed
+        pipeline is empty: retrying it would answer nothing, and write nothing)."""
+
+        def run() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            fill(pipe)
+            answers: list[Any] = pipe.execute()
+            return answers
+
+        return self._call(what, run)  # type: ignore[no-any-return]
 
     def _set_first(
         self,
@@ -369,7 +389,8 @@ class RedisStore(DedupStore):
 
     def _oldest(self) -> int:
         """The oldest time a kept page counts from (DEDUP_RECRAWL_AFTER)."""
-        return 0 if self.recrawl_after is None else int(time.time() - self.recrawl_after)
+        # A forgotten page is marked kept at time 1: always past.
+        return 2 if self.recrawl_after is None else int(time.time() - self.recrawl_after)
 
     def keep_url(self, key: int, info: int, url: str | None = None) -> None:
         known = self._known.get(key)
@@ -386,16 +407,18 @@ class RedisStore(DedupStore):
 
     # -- runs and the frontier ---------------------------------------------
 
-    def _join(self) -> None:
+    def _join(self, join: bool = True) -> None:
         """Join the run of the workers connected now, or start a new one.
 
         A run is the time some worker of the namespace is connected: URL keys
         seen in it are shared by all its workers; kept pages count for every
         later run. A worker starting alone (the others finished or were
         killed: their connections closed with them) starts a new run and
-        feeds it the frontier earlier runs left unfinished."""
+        feeds it the frontier earlier runs left unfinished. With ``join=False``
+        (a tool such as ``scrapy dedup forget``) it only reads the run number."""
         self._run_key = run_key = f"{self.base}:run"
-        for attempt in range(30):
+        self.run, self.new_run = int(self.client.hget(run_key, "run") or 0), False
+        for attempt in range(30 if join else 0):
             current = int(self.client.hget(run_key, "run") or 0)
             peers = self._peers()
             # Each worker notes the run it is in ("w:<name>"); one that started
@@ -403,25 +426,22 @@ class RedisStore(DedupStore):
             noted = self.client.hmget(run_key, [f"w:{peer}" for peer in peers]) if peers else []
             runs = [int(run) for run in noted if run is not None]
             if runs:
-                self.run, self.new_run = max(runs), False
+                self.run = max(runs)
                 break
             if not peers or attempt == 29:
+                # Start the next run, or join the one another worker started
+                # since ``current`` was read.
                 run, started = self._new_run(keys=[run_key], args=[current])
-                if started:
-                    self.run, self.new_run = int(run), True
-                    break
-                # Another worker started a run meanwhile: join it.
+                self.run, self.new_run = int(run), bool(started)
+                break
             time.sleep(0.1)
-        else:
-            self.run, self.new_run = current, False
-        self.client.hset(run_key, f"w:{self.worker}", self.run)
+        if join:
+            self.client.hset(run_key, f"w:{self.worker}", self.run)
         self._run_bytes = str(self.run).encode()
         peers = self._peers()
         kept, texts = self.client.hmget(self._run_key, ["kept", "texts"])
-        pipe = self.client.pipeline(transaction=False)
-        for name in self._pending_names():
-            pipe.hlen(name)
-        pending = sum(pipe.execute())
+        names = self._pending_names()
+        pending = sum(self._pipe("count the frontier", lambda p: [p.hlen(n) for n in names]))
         joined = f"joined run {self.run} of {len(peers)} running workers"
         self._summary = (
             f"{self.uri}, namespace {self.namespace!r}: "
@@ -470,15 +490,17 @@ class RedisStore(DedupStore):
         self._dones.add(key)
         self._due()
 
-    def pending_requests(self) -> list[str]:
+    def pending_requests(self) -> list[tuple[int, str]]:
         """What earlier runs left unfinished, for the worker that starts a run."""
         if not self.new_run:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for name in self._pending_names():
-            pipe.hvals(name)
-        found = self._call("read the frontier", pipe.execute)
-        return [value.decode("utf-8", "surrogatepass") for values in found for value in values]
+        names = self._pending_names()
+        found = self._pipe("read the frontier", lambda p: [p.hgetall(n) for n in names])
+        return [
+            (int.from_bytes(field, "little"), value.decode("utf-8", "surrogatepass"))
+            for rows in found
+            for field, value in rows.items()
+        ]
 
     def _due(self) -> None:
         if self.flush_due is not None:
@@ -492,24 +514,29 @@ class RedisStore(DedupStore):
         between the two leaves rows for requests already done, which the
         next run fetches once more, never a kept page whose links are lost)."""
         if self._adds:
-            pipe = self.client.pipeline(transaction=False)
-            for key, request in self._adds.items():
-                pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
-            self._call("write the frontier", pipe.execute)
-            self._adds.clear()
+            adds = self._adds
+
+            def frontier(pipe: Any) -> None:
+                for key, request in adds.items():
+                    pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
+
+            self._pipe("write the frontier", frontier)
+            self._adds = {}
         counts = {name: n for name, n in self._counts.items() if n}
         if not (self._keeps or self._dones or self._confirms or counts):
             return
-        pipe = self.client.pipeline(transaction=False)
-        for key, value in self._keeps.items():
-            pipe.hset(*self._slot("u", key), value)
-        for key in self._dones:
-            pipe.hdel(*self._pending_slot(key))
-        for name, digest, url in self._confirms:
-            pipe.hset(name, digest, url)
-        for name, n in counts.items():
-            pipe.hincrby(self._run_key, name, n)
-        self._call("record kept pages", pipe.execute)
+
+        def records(pipe: Any) -> None:
+            for key, value in self._keeps.items():
+                pipe.hset(*self._slot("u", key), value)
+            for key in self._dones:
+                pipe.hdel(*self._pending_slot(key))
+            for name, digest, url in self._confirms:
+                pipe.hset(name, digest, url)
+            for name, n in counts.items():
+                pipe.hincrby(self._run_key, name, n)
+
+        self._pipe("record kept pages", records)
         self._keeps.clear()
         self._dones.clear()
         self._confirms.clear()
@@ -525,27 +552,29 @@ class RedisStore(DedupStore):
         URL) those of kept texts whose URL starts with ``prefix``."""
         targets = {key: f"key {key:016x}" for key in keys}
         if prefix and key_of is not None:
-            pipe = self.client.pipeline(transaction=False)
-            for byte in range(256):
-                pipe.hvals(f"{self.base}:c:{byte:02x}")
-            for values in self._call("read texts", pipe.execute):
+            names = [f"{self.base}:c:{byte:02x}" for byte in range(256)]
+            for values in self._pipe("read texts", lambda p: [p.hvals(n) for n in names]):
                 for value in values:
                     url = self._text_url(value)
                     if url.startswith(prefix):
                         targets[key_of(url)] = url
-        pipe = self.client.pipeline(transaction=False)
-        for key in targets:
-            pipe.hdel(*self._slot("u", key))
-        deleted = self._call("forget pages", pipe.execute)
-        return [url for url, gone in zip(targets.values(), deleted, strict=True) if gone]
+        slots = [self._slot("u", key) for key in targets]
+        values = self._pipe("read pages", lambda p: [p.hget(*slot) for slot in slots])
+        # Marked kept at time 1 (always past), not deleted: the next run
+        # fetches the page again and compares its text (``expired``).
+        marks = [
+            (slot, b"%s:0:1" % value.partition(b":")[0])
+            for slot, value in zip(slots, values, strict=True)
+            if value is not None and value.count(b":") == 2 and not value.endswith(b":1")
+        ]
+        self._pipe("forget pages", lambda p: [p.hset(*slot, mark) for slot, mark in marks])
+        found = {slot for slot, _ in marks}
+        return [url for slot, url in zip(slots, targets.values(), strict=True) if slot in found]
 
     def url_count(self) -> int:
         """Every URL key of the namespace (scans 65,536 hashes: for tests and tools)."""
         names = [f"{self.base}:u:{bucket:04x}" for bucket in range(1 << 16)]
-        pipe = self.client.pipeline(transaction=False)
-        for name in names:
-            pipe.hlen(name)
-        return sum(self._call("count URLs", pipe.execute))
+        return sum(self._pipe("count URLs", lambda p: [p.hlen(n) for n in names]))
 
     # -- content -----------------------------------------------------------
 
@@ -608,12 +637,15 @@ class RedisStore(DedupStore):
         bands = method.band_keys(fingerprint)
         names = [f"{self.base}:n:{method.name}:{band >> 56:02x}" for band in bands]
         fields = [band.to_bytes(8, "little") for band in bands]
-        pipe = self.client.pipeline(transaction=False)
-        for name, field in zip(names, fields, strict=True):
-            pipe.hmget(name, [field + slot for slot in _SLOTS])
+        bands_fields = [
+            (name, [field + slot for slot in _SLOTS])
+            for name, field in zip(names, fields, strict=True)
+        ]
         candidates: dict[bytes, None] = {}
         free: list[bytes | None] = []  # per band: the first free slot's field
-        answers = self._call("look up near duplicates", pipe.execute)
+        answers = self._pipe(
+            "look up near duplicates", lambda p: [p.hmget(n, f) for n, f in bands_fields]
+        )
         for field, values in zip(fields, answers, strict=True):
             free.append(
                 next((field + s for s, v in zip(_SLOTS, values, strict=True) if v is None), None)
@@ -625,10 +657,10 @@ class RedisStore(DedupStore):
         self._lookup = (method.name, encoded, names, free)
         best: tuple[float, Any, str] | None = None
         if candidates:
-            pipe = self.client.pipeline(transaction=False)
-            for candidate in candidates:
-                pipe.hget(self._doc_key(method, candidate), candidate)
-            for value in self._call("read near-duplicate candidates", pipe.execute):
+            docs = [(self._doc_key(method, c), c) for c in candidates]
+            for value in self._pipe(
+                "read near-duplicate candidates", lambda p: [p.hget(n, c) for n, c in docs]
+            ):
                 if value is None or len(value) < len(encoded):
                     continue
                 try:
@@ -650,15 +682,16 @@ class RedisStore(DedupStore):
         self._lookup = None
         _, _, names, free = lookup
         mine = doc_id(encoded)
-        pipe = self.client.pipeline(transaction=False)
-        # The same text reached again keeps its first URL (HSETNX).
-        pipe.hsetnx(
-            self._doc_key(method, mine), mine, encoded + url.encode("utf-8", "surrogatepass")
-        )
-        for name, slot in zip(names, free, strict=True):
-            if slot is not None:  # else the band key is shared by _SLOTS documents already
-                pipe.hsetnx(name, slot, mine)
-        self._call("record a near-duplicate fingerprint", pipe.execute)
+        doc = encoded + url.encode("utf-8", "surrogatepass")
+
+        def record(pipe: Any) -> None:
+            # The same text reached again keeps its first URL (HSETNX).
+            pipe.hsetnx(self._doc_key(method, mine), mine, doc)
+            for name, slot in zip(names, free, strict=True):
+                if slot is not None:  # else the band key is shared by _SLOTS documents already
+                    pipe.hsetnx(name, slot, mine)
+
+        self._pipe("record a near-duplicate fingerprint", record)
 
     def _doc_key(self, method: NearMethod, doc: bytes) -> str:
         return f"{self.base}:d:{method.name}:{doc[0]:02x}"

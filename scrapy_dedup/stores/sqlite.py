@@ -83,6 +83,9 @@ _INSERT = {
 }
 
 
+_FORGOTTEN = -1  # kept_at of a page forgotten (scrapy dedup forget): fetched again
+
+
 def _signed(key: int) -> int:
     return key - (1 << 64) if key >= 1 << 63 else key
 
@@ -144,7 +147,7 @@ class SqliteStore(MemoryStore):
         self._expired = CompactMap()  # kept by an earlier run, past recrawl_after
         self._batch = batch
         self._interval = interval
-        self._pending: dict[str, list[tuple[Any, ...]]] = {table: [] for table in _INSERT}
+        self._pending: dict[str, list[tuple[Any, ...]]] = {t: [] for t in [*_INSERT, "frontier"]}
         self._pending_count = 0
         self._holding: list[tuple[str, tuple[Any, ...]]] | None = None
         self._last_commit = time.monotonic()
@@ -152,7 +155,7 @@ class SqliteStore(MemoryStore):
         self._retry_at = 0.0  # no write is tried before this time.monotonic()
         self._near_loaded: set[str] = set()
         self._kept = CompactMap()  # keys written by keep_url() in this run
-        self._frontier: list[str] = []
+        self._frontier: list[tuple[int, str]] = []
         self._closed = False
         #: Called with the StoreError of a failed batch write, instead of raising
         #: it from the call that happened to trigger the write.
@@ -312,32 +315,42 @@ class SqliteStore(MemoryStore):
         if rows:
             table = np.array(rows, dtype=np.int64)
             keys, infos = table[:, 0].view(np.uint64), table[:, 1].view(np.uint64)
-            fresh = np.ones(len(rows), dtype=bool)
+            fresh = table[:, 2] != _FORGOTTEN
             if self.recrawl_after is not None and self.persists_kept:
-                fresh = table[:, 2] >= int(time.time() - self.recrawl_after)
-                self._expired.update(keys[~fresh], infos[~fresh])
+                fresh &= table[:, 2] >= int(time.time() - self.recrawl_after)
+            self._expired.update(keys[~fresh], infos[~fresh])
             self._urls.update(keys[fresh], infos[fresh] | np.uint64(PREVIOUS_RUN))
         for digest, url in db.execute("SELECT digest, url FROM content WHERE ns = ?", (ns,)):
             self._content[bytes(digest)] = url
         row = db.execute("SELECT clean FROM runs WHERE ns = ?", (ns,)).fetchone()
         self.last_run_closed = bool(row and row[0])
         db.execute("INSERT OR REPLACE INTO runs VALUES (?, 0)", (ns,))
-        if not (self._resume == "after_crash" and self.last_run_closed):
-            self._frontier = [
-                row[0] for row in db.execute("SELECT request FROM pending WHERE ns = ?", (ns,))
-            ]
+        # After a pause (JOBDIR), Scrapy's queue holds what was unfinished:
+        # only failed requests are fed to the next run.
+        self.resume_all = not (self._resume == "after_crash" and self.last_run_closed)
+        pending = db.execute("SELECT key, request FROM pending WHERE ns = ?", (ns,))
+        self._frontier = [(key & _U64, request) for key, request in pending]
         for key, owner in db.execute("SELECT key, owner FROM claims WHERE ns = ?", (ns,)):
             self._claims.setdefault(key & _U64, owner)
         for key, data in db.execute(
             "SELECT key, fingerprint FROM filed WHERE ns = ? ORDER BY rowid", (ns,)
         ):
             self._filed.setdefault(key & _U64, []).append(bytes(data))
-        expired = f" ({len(self._expired)} past DEDUP_RECRAWL_AFTER)" if self._expired else ""
+        expired = (
+            f" ({len(self._expired)} to fetch again: forgotten, or past DEDUP_RECRAWL_AFTER)"
+            if self._expired
+            else ""
+        )
         what = "pages kept" if self.persists_kept else "URLs seen"
         self._summary = (
             f"{self.path.resolve()}, namespace {self.namespace!r}: {len(rows)} {what}{expired} "
             f"and {len(self._content)} texts from earlier runs, "
-            f"{len(self._frontier)} unfinished requests to resume"
+            f"{len(self._frontier)} unfinished requests"
+            + (
+                " to resume"
+                if self.resume_all
+                else " (the last run closed: only failed ones resume)"
+            )
         )
 
     def describe(self) -> str:
@@ -425,11 +438,13 @@ class SqliteStore(MemoryStore):
             )
             targets.update(row[0] for row in rows)
         forgotten = []
-        with db:
+        with db:  # marked, not deleted: the next run compares the page's text
             db.execute("BEGIN")
             for key in targets:
                 row = db.execute(
-                    "DELETE FROM urls WHERE ns = ? AND key = ? RETURNING url", (ns, key)
+                    "UPDATE urls SET kept_at = ? WHERE ns = ? AND key = ? AND kept_at != ? "
+                    "RETURNING url",
+                    (_FORGOTTEN, ns, key, _FORGOTTEN),
                 ).fetchone()
                 if row is not None:
                     forgotten.append(row[0] or f"key {key & _U64:016x}")
@@ -460,18 +475,20 @@ class SqliteStore(MemoryStore):
             self._write("filed", (self._ns, _signed(key), data))
         return added
 
+    # Frontier rows wait in call order: the last call for a key wins, so a
+    # request given up and scheduled again in one batch keeps its row.
     def add_pending(self, key: int, request: str) -> None:
-        self._write("pending", (self._ns, _signed(key), request))
+        self._write("frontier", (_signed(key), request))
 
     def done_pending(self, key: int) -> None:
-        self._write("done", (self._ns, _signed(key)))
+        self._write("frontier", (_signed(key), None))
 
-    def pending_requests(self) -> list[str]:
+    def pending_requests(self) -> list[tuple[int, str]]:
         found, self._frontier = self._frontier, []
         return found
 
     def clear_pending(self) -> None:
-        for table in ("pending", "done"):
+        for table in ("frontier",):
             self._pending_count -= len(self._pending[table])
             self._pending[table].clear()
         try:
@@ -510,8 +527,15 @@ class SqliteStore(MemoryStore):
             with self._db:  # one transaction
                 self._db.execute("BEGIN")
                 for table, rows in self._pending.items():
-                    if rows:
+                    if rows and table != "frontier":
                         self._db.executemany(_INSERT[table], rows)
+                last = dict(self._pending["frontier"])
+                self._db.executemany(
+                    _INSERT["pending"], [(self._ns, k, r) for k, r in last.items() if r]
+                )
+                self._db.executemany(
+                    _INSERT["done"], [(self._ns, k) for k, r in last.items() if r is None]
+                )
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):  # Python 3.10 leaves a failed COMMIT open
                 self._db.rollback()
@@ -531,7 +555,7 @@ class SqliteStore(MemoryStore):
         super().clear(urls_only)
         self._kept.clear()
         tables = ["urls"] if urls_only else [t for t in _INSERT if t != "done"]
-        for table in [*tables, "done"]:
+        for table in [*tables, "frontier"]:
             self._pending_count -= len(self._pending[table])
             self._pending[table].clear()
         if not urls_only:

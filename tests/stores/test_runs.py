@@ -48,7 +48,7 @@ def test_a_later_run_knows_kept_pages_only(open_store: Opener) -> None:
     store = open_store()
     assert store.add_url(1, 11) is None  # fetched again: it gave no item
     assert store.add_url(2, 22) == 20 | PREVIOUS_RUN
-    assert store.pending_requests() == ['{"url": "https://a.test/3"}']
+    assert store.pending_requests() == [(3, '{"url": "https://a.test/3"}')]
     assert store.describe()  # one line for the log
     store.close()
 
@@ -61,7 +61,7 @@ def test_pending_rows_leave_only_when_done(open_store: Opener) -> None:
     store.done_pending(1)
     store.close()
     store = open_store()
-    assert store.pending_requests() == ["two"]
+    assert store.pending_requests() == [(2, "two")]
     store.close()
 
 
@@ -177,3 +177,62 @@ def test_a_version_2_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 3
         assert db.execute("SELECT url FROM urls").fetchall() == [("https://a.test/9",)]
+
+
+def test_the_last_frontier_call_for_a_key_wins_within_a_batch(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "d.db", "ns")
+    store.add_pending(1, "one")
+    store.flush()
+    store.flush_due = lambda: None  # a crawl: one batch for the turn
+    store.done_pending(1)  # given up...
+    store.add_pending(1, "one, linked again")  # ... and scheduled again in the same batch
+    store.add_pending(2, "two")
+    store.done_pending(2)
+    store.close()
+    store = SqliteStore(tmp_path / "d.db", "ns")
+    assert store.pending_requests() == [(1, "one, linked again")]
+    store.close()
+
+
+def test_a_dropped_connection_does_not_lose_a_redis_frontier_write(redis_url: str) -> None:
+    prefix = f"scrapy-dedup-test:{uuid.uuid4().hex[:12]}"
+    store = RedisStore.from_uri(redis_url, "ns", prefix=prefix)
+    store.flush_due = lambda: None  # a crawl: written at the end of the turn
+    store.add_pending(1, "one")
+    store.add_url(2, 20)
+    store.keep_url(2, 20, "https://a.test/2")
+    killer = redis.Redis.from_url(redis_url)
+    assert killer.client_kill_filter(_id=None, skipme=True, laddr=None, _type="normal") >= 1
+    killer.close()
+    store.flush()  # the first try meets a closed connection: tried again, in full
+    store.client.connection_pool.disconnect()  # gone, as if killed
+    later = RedisStore.from_uri(redis_url, "ns", prefix=prefix)
+    assert later.new_run
+    assert later.pending_requests() == [(1, "one")]
+    assert later.add_url(2, 21) == 20 | PREVIOUS_RUN
+    later.clear()
+    later.close()
+
+
+def test_redis_workers_starting_together_join_one_run(redis_url: str) -> None:
+    import threading
+
+    prefix = f"scrapy-dedup-test:{uuid.uuid4().hex[:12]}"
+    stores: list[RedisStore] = []
+    lock = threading.Lock()
+
+    def start() -> None:
+        store = RedisStore.from_uri(redis_url, "ns", prefix=prefix)
+        with lock:
+            stores.append(store)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({store.run for store in stores}) == 1
+    assert sum(store.new_run for store in stores) == 1
+    stores[0].clear()
+    for store in stores:
+        store.close()
