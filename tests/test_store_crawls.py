@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -115,9 +116,8 @@ def _worker(
 
 
 def _recorded_keys(db: Path) -> set[int]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         rows = conn.execute("SELECT key FROM urls").fetchall()
-    conn.close()
     return {key & ((1 << 64) - 1) for (key,) in rows}
 
 
@@ -127,10 +127,8 @@ def _key(url: str) -> int:
 
 def _count_recorded(db: Path) -> int:
     try:
-        with sqlite3.connect(db, timeout=1) as conn:
-            count = int(conn.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
-        conn.close()
-        return count
+        with closing(sqlite3.connect(db, timeout=1)) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
     except sqlite3.Error:  # not created yet
         return 0
 
