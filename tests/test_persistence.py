@@ -227,11 +227,13 @@ def test_kill_9_then_the_same_command_loses_no_page(
         assert "previous_run" not in log
         return
     # Repeats are bounded by the pages in flight at the kill, not by a timer:
-    # an item comes out twice only if its page was being processed then.
+    # an item comes out twice only if its page was being processed then. In
+    # flight: the 2 downloads and the responses Scrapy's scraper holds; a
+    # second of work would be about 40 pages here.
     doubled = [name for name, n in Counter(_names(kept, content)).items() if n > 1]
-    assert len(doubled) <= 4, (doubled, emitted, log)
+    assert len(doubled) <= 6, (doubled, emitted, log)
     refetched_articles = {p for p in set(first) & set(second) if p.startswith("/article/")}
-    assert len(refetched_articles) <= 4, (refetched_articles, log)
+    assert len(refetched_articles) <= 6, (refetched_articles, log)
 
 
 # -- Failed pages are tried again by later runs ----------------------------------

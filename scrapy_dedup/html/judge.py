@@ -12,6 +12,7 @@ Every function here accepts garbage and never raises.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from urllib.parse import SplitResult, urljoin, urlsplit
@@ -104,6 +105,11 @@ def _split_web_url(url: str) -> tuple[SplitResult, str] | None:
     host = (parts.hostname or "").rstrip(".")
     if not host or any(c in host for c in " \t\n\r\x00#/<>?@[\\]^|%"):
         return None
+    if "[" in parts.netloc:  # Python < 3.11.4 takes any [bracketed] host
+        try:
+            ipaddress.IPv6Address(host.split("%", 1)[0])
+        except ValueError:
+            return None
     if not host.isascii():
         try:
             host = host.encode("idna").decode("ascii").lower()
