@@ -176,10 +176,19 @@ class DedupStore(ABC):
     def clear_pending(self) -> None:
         """Forget the frontier (the run finished)."""
 
+    #: While :meth:`hold` runs: the list a store that holds writes back puts
+    #: them in (the token); ``None`` otherwise.
+    _holding: list[Any] | None = None
+
     @contextlib.contextmanager
     def hold(self) -> Iterator[Any]:
-        """Writes made inside wait for :meth:`release` of the token yielded."""
-        yield None
+        """Writes made inside wait for :meth:`release` of the token yielded
+        (a list, empty for a store that holds nothing back)."""
+        outer, self._holding = self._holding, []
+        try:
+            yield self._holding
+        finally:
+            self._holding = outer
 
     def release(self, token: Any) -> None:
         """Make the writes held under ``token`` durable."""

@@ -38,7 +38,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -610,14 +610,6 @@ class RedisStore(DedupStore):
         if value[:1] == b"\0":
             value = value.split(b"\0", 2)[2]
         return value.decode("utf-8", "surrogatepass")
-
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[Any]:
-        outer, self._holding = self._holding, []
-        try:
-            yield self._holding
-        finally:
-            self._holding = outer
 
     def release(self, token: Any) -> None:
         """The item is out of the pipelines: its texts are kept for good."""

@@ -9,7 +9,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -497,14 +497,6 @@ class SqliteStore(MemoryStore):
                 self._db.execute("DELETE FROM pending WHERE ns = ?", (self._ns,))
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write to the SQLite store {self.path}: {exc}") from exc
-
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[Any]:
-        outer, self._holding = self._holding, []
-        try:
-            yield self._holding
-        finally:
-            self._holding = outer
 
     def release(self, token: Any) -> None:
         for table, row in token or ():
