@@ -55,8 +55,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._redirected: set[int] = set()
         self._stats = StatsBuffer(crawler.stats)
         crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
+        crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
         # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
-        crawler.signals.connect(self._stats.flush, signal=signals.spider_closed)
+        crawler.signals.connect(self._stats.stop, signal=signals.spider_closed)
         # With DedupFrontierMiddleware (the add-on enables it), new requests
         # wait in the store's frontier until their page is done, and pages are
         # recorded for later runs once their outputs are out. Without it
@@ -153,7 +154,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
             first = self.store.get_url(key) or 0
         self._last = None
         reasons = merge_reasons(request.url, mask, first)
-        self._stats.inc("dupefilter/filtered")
+        # Exact at once, as with Scrapy's filter (its own tests read it right after log()).
+        self.crawler.stats.inc_value("dupefilter/filtered")
         self._stats.inc("dedup/url/filtered")
         for reason in reasons:
             self._stats.inc(_REASON_STATS[reason])
@@ -207,7 +209,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         pass
 
     def close(self, reason: str) -> None:
-        self._stats.flush()
+        self._stats.stop()
         self.state.detach()
 
     def clear(self) -> None:

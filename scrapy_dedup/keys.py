@@ -62,9 +62,8 @@ PREVIOUS_RUN = int(Info.PREVIOUS_RUN)
 _CRC_SHIFT = 16
 
 
-def url_key(method: str, canonical_url: str, body: bytes = b"", extra: bytes = b"") -> int:
-    """The 64-bit key of a request: method, canonical URL, body and what a
-    custom fingerprinter adds.
+def url_key(method: str, canonical_url: str, body: bytes = b"") -> int:
+    """The 64-bit key of a request: method, canonical URL and body.
 
     >>> url_key("GET", "https://example.com/") == url_key("GET", "https://example.com/")
     True
@@ -72,9 +71,16 @@ def url_key(method: str, canonical_url: str, body: bytes = b"", extra: bytes = b
     data = f"{method} {canonical_url}".encode("utf-8", "surrogatepass")
     if body:
         data += b"\0" + body
-    if extra:
-        data += b"\0" + extra
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def fingerprint_key(fingerprint: bytes) -> int:
+    """The 64-bit key of a request whose fingerprint a custom
+    ``REQUEST_FINGERPRINTER_CLASS`` computed (on the request with its
+    canonical URL): the fingerprinter decides which requests are the same."""
+    return int.from_bytes(
+        hashlib.blake2b(b"FINGERPRINT\0" + bytes(fingerprint), digest_size=8).digest(), "little"
+    )
 
 
 def url_crc(url: str) -> int:
@@ -130,8 +136,10 @@ class RequestKeys:
     def __init__(self, canonicalizer: URLCanonicalizer, fingerprinter: Any = None) -> None:
         self.canonicalizer = canonicalizer
         #: A custom request fingerprinter (scrapy-zyte-api, scrapy-playwright...)
-        #: tells requests to one URL apart by more than method and body: its
-        #: fingerprint becomes part of the key. ``None`` for Scrapy's default.
+        #: decides which requests are the same, as it does for Scrapy's own
+        #: filter: its fingerprint of the request with the canonical URL is the
+        #: key, so it can tell requests to one URL apart by their options and
+        #: merge URLs it deems equal. ``None`` for Scrapy's default.
         self.fingerprinter = fingerprinter
         self._cache: WeakKeyDictionary[Any, RequestKey] = WeakKeyDictionary()
 
@@ -155,14 +163,14 @@ class RequestKeys:
             url, mask = request.url, 0
         else:
             url, mask = self.canonicalizer.canonicalize_traced(request.url)
-        extra = b""
-        if self.fingerprinter is not None:
-            try:
-                canonical_request = request.replace(url=url)
-            except ValueError:  # a key Scrapy would not accept as a URL
-                canonical_request = request
-            extra = self.fingerprinter.fingerprint(canonical_request)
-        return _request_key((url_key(request.method, url, request.body, extra), url, mask))
+        if self.fingerprinter is None:
+            return _request_key((url_key(request.method, url, request.body), url, mask))
+        try:
+            canonical_request = request.replace(url=url)
+        except ValueError:  # a key Scrapy would not accept as a URL
+            canonical_request = request
+        fingerprint = self.fingerprinter.fingerprint(canonical_request)
+        return _request_key((fingerprint_key(fingerprint), url, mask))
 
     def hop(self, request: Any, url: str) -> int | None:
         """The key of a GET of ``url`` (a redirect hop, a canonical URL) with
