@@ -20,7 +20,7 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 from w3lib.url import safe_url_string
 
 from scrapy_dedup.html.head import ascii_lower
-from scrapy_dedup.url import C0_AND_SPACE, canonicalize_url, registrable_domain
+from scrapy_dedup.url import C0_AND_SPACE, canonicalize_url, host_to_ascii, registrable_domain
 
 __all__ = ["REASONS", "judge", "resolve"]
 
@@ -110,11 +110,11 @@ def _split_web_url(url: str) -> tuple[SplitResult, str] | None:
             ipaddress.IPv6Address(host.split("%", 1)[0])
         except ValueError:
             return None
-    if not host.isascii():
-        try:
-            host = host.encode("idna").decode("ascii").lower()
-        except (UnicodeError, ValueError):
+    if not host.isascii():  # as the dedup key has it (UTS #46, not w3lib's IDNA 2003)
+        ascii_host = host_to_ascii(host)
+        if ascii_host is None:
             return None
+        host = ascii_host
     return parts, host
 
 

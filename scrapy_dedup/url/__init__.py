@@ -7,6 +7,7 @@ from scrapy_dedup.url.canonical import (
     UNPARSED,
     URLCanonicalizer,
     canonicalize_url,
+    host_to_ascii,
     registrable_domain,
     rule_names,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "UNPARSED",
     "URLCanonicalizer",
     "canonicalize_url",
+    "host_to_ascii",
     "registrable_domain",
     "rule_names",
 ]

@@ -14,7 +14,7 @@ Pure functions and classes, no Scrapy import. The canonical form is only a
 
 from __future__ import annotations
 
-import contextlib
+import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -29,6 +29,7 @@ __all__ = [
     "UNPARSED",
     "URLCanonicalizer",
     "canonicalize_url",
+    "host_to_ascii",
     "registrable_domain",
     "rule_names",
 ]
@@ -36,13 +37,13 @@ __all__ = [
 #: Every rule, in the order it is applied. Each can be switched off by name.
 RULES: tuple[str, ...] = (
     "scheme",  # http and https share one key (each on its own default port)
-    "host",  # host lowercased and IDNA-encoded
+    "host",  # host lowercased, IDNA (UTS #46) encoded, IPv6 compressed; empty userinfo dropped
     "www",  # a leading "www." dropped when what remains is a registrable domain
     "default_port",  # :80 for http, :443 for https, empty ":" dropped
     "empty_path",  # "" is "/"
     "percent_encoding",  # RFC 3986 6.2.2: hex upper-cased, unreserved decoded, unsafe encoded
     "dot_segments",  # "/a/./b/../c" is "/a/c"
-    "session_param",  # session ids in the query and ";jsessionid=" path parameters
+    "session_param",  # session ids: in the query, ";jsessionid=", ASP.NET's "/(S(...))/"
     "trailing_slash",  # one trailing slash stripped ("/a/" is "/a", "/a//" stays)
     "tracking_param",  # known tracking parameters removed by exact name
     "empty_query",  # "a=1&&b=2&" is "a=1&b=2", a bare "?" is dropped
@@ -73,14 +74,23 @@ def rule_names(mask: int) -> list[str]:
 
 # RFC 3986 appendix B: matches every string.
 _URI_RE = re.compile(r"^(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?\Z", re.S)
-_HOST_RE = re.compile(r"[a-z0-9\-._~!$&'()*+,;=%]+|\[[0-9a-f:.]+\]|\[v[0-9a-f]+\.[^\]/\s]+\]")
+_REG_NAME_RE = re.compile(r"[a-z0-9\-._~!$&'()*+,;=%]+")
+_IPV_FUTURE_RE = re.compile(r"\[v[0-9a-f]+\.[^\]/\s]+\]")
+_ZONE_ID_RE = re.compile(r"25(?:[A-Za-z0-9\-._~]|%[0-9A-Fa-f]{2})+")  # RFC 6874, after the "%"
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 # An escape, or a character that may not stand raw (besides the '%' of a valid escape).
 _PATH_FIX_RE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/]")
 _QUERY_FIX_RE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
 _JSESSIONID_RE = re.compile(r";jsessionid=[^/;]*", re.I)
+# ASP.NET's cookieless ids, a whole segment: "/(S(id))", "/(X(1)S(id))", "/(A(id)S(id)F(id))"
+# (identifiers are upper case, as ASP.NET reads them), ASP.NET 1.x's "/(id)"; ids as
+# the Internet Archive strips them, 24 characters.
+_ASPNET_SESSION_RE = re.compile(
+    r"/\((?:[0-9a-z]{24}|(?:X\(1\))*[A-Z]\([0-9a-z]{24}\)(?:X\(1\)|[A-Z]\([0-9a-z]{24}\))*)\)(?=/)"
+)
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _HOST_CACHE_SIZE = 100_000
+_MAX_CACHED_HOST = 255
 #: What browsers strip from both ends of a URL: C0 controls and space.
 C0_AND_SPACE = "".join(map(chr, range(0x21)))
 
@@ -109,12 +119,85 @@ def _strippable_www(host: str) -> bool:
 
 
 def _rule_host(host: str) -> str:
-    """The form host rules are keyed by: lowercase ASCII, no trailing dot, no ``www.``."""
-    host = host.strip().lower().rstrip(".")
-    if not host.isascii():
-        with contextlib.suppress(UnicodeError):  # the key never matches then
-            host = host.encode("idna").decode("ascii")
+    """The form host rules are keyed by: the host's key, no trailing dot, no ``www.``."""
+    host = host.strip()
+    host = (host_to_ascii(host) or host.lower()).rstrip(".")  # not a host: never matches
     return host[4:] if _strippable_www(host) else host
+
+
+def host_to_ascii(host: str) -> str | None:
+    """The key of a URL's host, as browsers write it (WHATWG URL): lowercased,
+    international names through UTS #46 non-transitional processing and
+    punycode, IPv6 literals compressed (an RFC 6874 zone id kept as written);
+    ``None`` when it cannot be a host.
+
+    >>> host_to_ascii("Faß.DE")  # IDNA 2003 (Python's "idna" codec, w3lib) says fass.de
+    'xn--fa-hia.de'
+    >>> host_to_ascii("[2001:0DB8:0:0:0:0:0:1]")
+    '[2001:db8::1]'
+    >>> host_to_ascii("exa mple.com") is None
+    True
+    """
+    if not host.isascii():
+        return None if host.startswith("[") else _idna_to_ascii(host)
+    if host.startswith("["):
+        return _ip_literal(host)
+    host = host.lower()
+    return host if _REG_NAME_RE.fullmatch(host) else None
+
+
+def _idna_to_ascii(host: str) -> str | None:
+    """UTS #46 ToASCII as the WHATWG URL standard runs it: non-transitional
+    (``ß`` and ``ς`` are kept), no STD3 rules (``_`` is fine), no hyphen or DNS
+    length checks. A label of more than 63 characters, which no DNS name can
+    hold, is refused rather than encoded (punycode takes quadratic time)."""
+    from idna import uts46_remap
+
+    try:
+        labels = uts46_remap(host, std3_rules=False).split(".")
+        for i, label in enumerate(labels):
+            if not label.isascii():
+                if len(label) > 63 or label.startswith("xn--"):
+                    return None
+                labels[i] = "xn--" + label.encode("punycode").decode("ascii")
+    except ValueError:  # idna.IDNAError and UnicodeError are ValueErrors
+        return None
+    host = ".".join(labels)
+    return host if _REG_NAME_RE.fullmatch(host) else None
+
+
+def _ip_literal(host: str) -> str | None:
+    """A bracketed ASCII host: IPv6 as WHATWG URL serializes it, or IPvFuture lowercased."""
+    inner = host[1:-1] if host.endswith("]") else ""
+    if inner[:1] in ("v", "V"):
+        host = host.lower()
+        return host if _IPV_FUTURE_RE.fullmatch(host) else None
+    address, percent, zone = inner.partition("%")
+    if percent and not _ZONE_ID_RE.fullmatch(zone):
+        return None
+    try:
+        value = int(ipaddress.IPv6Address(address))
+    except ValueError:
+        return None
+    return f"[{_ipv6_text(value)}{percent}{zone}]"
+
+
+def _ipv6_text(value: int) -> str:
+    """An IPv6 address in lowercase hex pieces, the first longest run of two or
+    more zero pieces written ``::`` (WHATWG URL, RFC 5952; an embedded IPv4
+    address is written in hex too, whatever Python version formats it)."""
+    pieces = [f"{(value >> shift) & 0xFFFF:x}" for shift in range(112, -1, -16)]
+    best_start, best_len, start = 0, 1, -1
+    for i, piece in enumerate([*pieces, "end"]):
+        if piece == "0":
+            start = i if start < 0 else start
+        elif start >= 0:
+            if i - start > best_len:
+                best_start, best_len = start, i - start
+            start = -1
+    if best_len < 2:
+        return ":".join(pieces)
+    return ":".join(pieces[:best_start]) + "::" + ":".join(pieces[best_start + best_len :])
 
 
 def _remove_dot_segments(path: str) -> str:
@@ -293,13 +376,8 @@ class URLCanonicalizer:
         -1 means the host cannot be parsed.
         """
         applied = 0
-        low = host.lower()
-        if not low.isascii():
-            try:
-                low = low.encode("idna").decode("ascii")
-            except UnicodeError:
-                return host, self._default, -1
-        if not _HOST_RE.fullmatch(low):
+        low = host_to_ascii(host)
+        if low is None:
             return host, self._default, -1
         cfg = self._config_for(low)
         if low != host:
@@ -314,6 +392,8 @@ class URLCanonicalizer:
         return host, cfg, applied
 
     def _cache_host(self, host: str) -> tuple[str, _Config, int]:
+        if len(host) > _MAX_CACHED_HOST:  # no DNS name is this long: a hostile page's
+            return self._host(host)
         if len(self._host_cache) >= _HOST_CACHE_SIZE:
             self._host_cache.clear()
         found = self._host_cache[host] = self._host(host)
@@ -337,6 +417,8 @@ class URLCanonicalizer:
         return result[0].strip(C0_AND_SPACE), result[1]
 
     def _canonicalize(self, url: str) -> tuple[str, int] | None:
+        if "\t" in url or "\n" in url or "\r" in url or "\\" in url:
+            url = _clean_web_url(url)
         match = _URI_RE.match(url)
         assert match is not None  # the pattern matches every string
         scheme, netloc, path, query, fragment = match.groups()
@@ -352,6 +434,12 @@ class URLCanonicalizer:
         host, cfg, applied = self._host_cache.get(host) or self._cache_host(host)
         if applied < 0:
             return None
+        if userinfo is not None and cfg.host:
+            # "user:" is "user" (an empty password), and ":" or "" no userinfo at all.
+            user, colon, password = userinfo.partition(":")
+            if (colon and not password) or not userinfo:
+                userinfo = user or None
+                applied |= _BIT["host"]
         scheme = scheme.lower()
         if port_text is not None or scheme == "http":
             scheme, port_text, applied = _scheme_and_port(scheme, port_text, cfg, applied)
@@ -374,6 +462,20 @@ class URLCanonicalizer:
         if fragment is not None:
             parts += ["#", fragment]
         return "".join(parts), applied
+
+
+def _clean_web_url(url: str) -> str:
+    """What browsers (WHATWG URL) do to an http(s) URL before parsing it: ASCII
+    tabs and newlines go, and ``\\`` is ``/`` before the query. Scrapy's
+    ``Request`` does the same, so this matters when canonicalizing on one's own.
+    Other URLs are returned unchanged."""
+    cleaned = url.replace("\t", "").replace("\n", "").replace("\r", "")
+    scheme = cleaned.partition(":")[0].lower()
+    if scheme not in _DEFAULT_PORT:
+        return url
+    end = len(cleaned)
+    cut = min((i for i in (cleaned.find("?"), cleaned.find("#")) if i >= 0), default=end)
+    return cleaned[:cut].replace("\\", "/") + cleaned[cut:]
 
 
 def _split_authority(netloc: str | None) -> tuple[str | None, str, str | None] | None:
@@ -442,6 +544,13 @@ def _path(path: str, cfg: _Config, applied: int) -> tuple[str, int]:
     if cfg.trailing_slash and len(path) > 1 and path[-1] == "/" and path[-2] != "/":
         path = path[:-1]
         applied |= _BIT["trailing_slash"]
+    # Last, as the other rules can end a path in ".aspx" ("/(S(id))/a.aspx/." is
+    # "/(S(id))/a.aspx/", then "/(S(id))/a.aspx"); dropping the segment changes no end.
+    if cfg.session_param and "/(" in path and path[-5:].lower() == ".aspx":
+        fixed = _ASPNET_SESSION_RE.sub("", path)
+        if fixed != path:
+            path = fixed
+            applied |= _BIT["session_param"]
     return path, applied
 
 
