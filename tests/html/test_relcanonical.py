@@ -171,7 +171,7 @@ def test_find_canonical_stops_at_the_limit() -> None:
     assert find_canonical(tag, limit=len(tag) - 1) == (None, None)  # cut inside the tag
     assert find_canonical(tag, limit=0) == (None, None)
     assert find_canonical(tag, limit=-5) == (None, None)
-    assert DEFAULT_LIMIT == 256 * 1024
+    assert DEFAULT_LIMIT == 1024 * 1024
 
 
 def test_find_canonical_pathological_markup_is_linear() -> None:
