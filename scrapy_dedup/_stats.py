@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet import task
+from scrapy.utils.asyncio import create_looping_call
 
 __all__ = ["StatsBuffer"]
 
@@ -27,7 +27,7 @@ class StatsBuffer:
         self._interval = interval
         self._pending: dict[str, int] = {}
         self._count = 0
-        self._timer: task.LoopingCall | None = None
+        self._timer: Any = None
 
     def inc(self, key: str, count: int = 1) -> None:
         pending = self._pending
@@ -44,9 +44,9 @@ class StatsBuffer:
             self._stats.inc_value(key, count)
 
     def start(self) -> None:
-        """Flush every ``interval`` seconds from now on (needs a running reactor)."""
+        """Flush every ``interval`` seconds from now on (in a running crawl)."""
         if self._timer is None:
-            self._timer = task.LoopingCall(self.flush)
+            self._timer = create_looping_call(self.flush)
             self._timer.start(self._interval, now=False)
 
     def stop(self) -> None:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 class Reply:
     status: int = 200
     body: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str | list[str]] = field(default_factory=dict)  # a list: one line each
     gzip: bool = False  # send the body gzip-compressed, as many servers do
 
 
@@ -143,7 +143,8 @@ class Site:
             reply.headers = {**reply.headers, "Content-Encoding": "gzip"}
         handler.send_response(reply.status)
         for name, value in reply.headers.items():
-            handler.send_header(name, value)
+            for line in value if isinstance(value, list) else [value]:
+                handler.send_header(name, line)
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         if handler.command != "HEAD":

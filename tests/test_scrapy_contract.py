@@ -142,7 +142,9 @@ def test_log(caplog: pytest.LogCaptureFixture) -> None:
     # Our wording: the first filtered request, its key, and how to see them all.
     lines = [r.getMessage() for r in caplog.records if "Filtered duplicate" in r.getMessage()]
     assert len(lines) == 1
-    assert lines[0].startswith("Filtered duplicate request: <GET http://scrapytest.org/index.html>")
+    assert lines[0].startswith(
+        "Filtered duplicate request: <GET http://scrapytest.org/index.html>"
+    )
     assert "no more duplicates will be shown" in lines[0]
 
     dupefilter.close("finished")
@@ -166,7 +168,9 @@ def test_log_debug(caplog: pytest.LogCaptureFixture) -> None:
     assert crawler.stats.get_value("dupefilter/filtered") == 2
     lines = [r.getMessage() for r in caplog.records if "Filtered duplicate" in r.getMessage()]
     assert len(lines) == 2
-    assert lines[0].startswith("Filtered duplicate request: <GET http://scrapytest.org/index.html>")
+    assert lines[0].startswith(
+        "Filtered duplicate request: <GET http://scrapytest.org/index.html>"
+    )
     assert lines[0].endswith("(referer: None)") or "referer: None" in lines[0]
     assert "referer: http://scrapytest.org/INDEX.html" in lines[1]
 
