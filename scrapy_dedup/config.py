@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scrapy_dedup.text.minhash import MIN_THRESHOLD
 from scrapy_dedup.url import RULES, URLCanonicalizer
 
 __all__ = ["DEFAULTS", "DedupConfig", "read_bool", "read_duration"]
@@ -36,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_URL_FIELD": "url",  # where items keep their URL (also rel=canonical's)
     "DEDUP_ON_DUPLICATE": "drop",  # or "mark": keep it, with duplicate_of/duplicate_kind
     "DEDUP_NEAR_METHOD": "minhash",  # or "simhash" (the recipe's), or "off"
-    "DEDUP_NEAR_THRESHOLD": 0.75,  # minhash: estimated 3-shingle Jaccard similarity
+    "DEDUP_NEAR_THRESHOLD": 0.75,  # minhash: estimated 3-shingle Jaccard similarity, 0.5 to 1
     "DEDUP_SIMHASH_MAX_DISTANCE": 3,  # simhash: Hamming radius in bits
     "DEDUP_MAX_TEXT_CHARS": 1_000_000,  # near-dup fingerprints read at most this much
     "DEDUP_NEAR_MIN_WORDS": 30,  # shorter texts are compared exactly only
@@ -44,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_CANONICAL_ENABLED": True,
     "DEDUP_CANONICAL_CHECK_SITE": True,  # ignore a canonical on another registrable domain
     "DEDUP_CANONICAL_CHECK_HOMEPAGE": True,  # ignore a canonical to the homepage from a page
-    "DEDUP_CANONICAL_HEAD_LIMIT": 256 * 1024,  # bytes of a page searched for the head's link
+    "DEDUP_CANONICAL_HEAD_LIMIT": 1024 * 1024,  # bytes of a page searched for the head's link
     "DEDUP_FETCHED_URL_FIELD": "fetched_url",  # where the fetched URL goes when it differs
     # a later page's item is a canonical duplicate only when its text is this close
     # (estimated Jaccard) to an item already filed under the canonical URL
@@ -237,7 +238,7 @@ class DedupConfig:
     canonical_enabled: bool = True
     canonical_check_site: bool = True
     canonical_check_homepage: bool = True
-    canonical_head_limit: int = 256 * 1024
+    canonical_head_limit: int = 1024 * 1024
     canonical_min_similarity: float = 0.5
     # Stores
     store: str = "memory"
@@ -269,7 +270,7 @@ class DedupConfig:
             fetched_url_field=r.text("DEDUP_FETCHED_URL_FIELD"),
             on_duplicate=r.choice("DEDUP_ON_DUPLICATE", ("drop", "mark")),
             near_method=r.choice("DEDUP_NEAR_METHOD", ("minhash", "simhash", "off")),
-            near_threshold=r.number("DEDUP_NEAR_THRESHOLD", float, 0.0, 1.0, above=True),
+            near_threshold=_near_threshold(r),
             simhash_max_distance=r.number("DEDUP_SIMHASH_MAX_DISTANCE", int, 0, 8),
             max_text_chars=r.number("DEDUP_MAX_TEXT_CHARS", int, 1000),
             near_min_words=r.number("DEDUP_NEAR_MIN_WORDS", int, 1),
@@ -303,6 +304,19 @@ class DedupConfig:
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"invalid DEDUP_URL_HOST_RULES: {exc}") from exc
+
+
+def _near_threshold(r: _Reader) -> float:
+    """``DEDUP_NEAR_THRESHOLD``, within what the MinHash band index serves
+    (:data:`~scrapy_dedup.text.minhash.MIN_THRESHOLD` to 1)."""
+    value: float = r.number("DEDUP_NEAR_THRESHOLD", float, 0.0, 1.0, above=True)
+    if value < MIN_THRESHOLD:
+        raise ValueError(
+            f"DEDUP_NEAR_THRESHOLD must be between {MIN_THRESHOLD} and 1.0, got {value!r}: "
+            f"below {MIN_THRESHOLD} (about one word in eight changed), MinHash bands find "
+            "a pair only by comparing each text with most texts sharing its site's template"
+        )
+    return value
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -57,6 +57,7 @@ def test_a_host_rule_set_off_as_text_is_off() -> None:
         ("DEDUP_CANONICAL_MIN_SIMILARITY", 5),
         ("DEDUP_CANONICAL_MIN_SIMILARITY", "high"),
         ("DEDUP_NEAR_THRESHOLD", 0),
+        ("DEDUP_NEAR_THRESHOLD", 0.49),
         ("DEDUP_SIMHASH_MAX_DISTANCE", 9),
         ("DEDUP_MAX_TEXT_CHARS", 10),
         ("DEDUP_NEAR_MIN_WORDS", 0),
@@ -119,7 +120,7 @@ def test_what_scrapy_itself_accepts_is_accepted() -> None:
                 "DEDUP_URL_FIELD": "",
                 "DEDUP_NAMESPACE": 2026,
                 "DEDUP_REDIS_PREFIX": "",
-                "DEDUP_NEAR_THRESHOLD": 0.005,
+                "DEDUP_NEAR_THRESHOLD": 0.5,
                 "DEDUP_CANONICAL_HEAD_LIMIT": 512,
             }
         ).settings

@@ -8,7 +8,7 @@ key                           field -> value                             written
 ============================  =========================================  ==================
 ``P:u:<top 16 bits, hex>``    low 48 bits of a URL key -> info (int)     HSETNX (Lua)
 ``P:c:<first byte, hex>``     16-byte text digest -> first URL           HSETNX (Lua)
-``P:n:<method>:<byte, hex>``  band key + slot (0-7) -> 8-byte doc id       HSETNX
+``P:n:<index>:<byte, hex>``   band key + slot (0-7) -> 8-byte doc id       HSETNX
 ``P:d:<method>:<byte, hex>``  8-byte doc id -> fingerprint + URL         HSETNX
 ``P:f:<byte, hex>``           64-bit canonical key -> fingerprints       append (Lua)
 ``P:k:<top 16 bits, hex>``    low 48 bits of a filing key -> first page  HSETNX (Lua)
@@ -21,6 +21,16 @@ about 8M URLs per namespace). Measured with ``MEMORY USAGE``: 26 bytes a URL at
 Every key name hashes to its own cluster slot (no ``{hash tag}``), so a
 namespace spreads over all nodes of a Redis Cluster, and every script touches
 one key.
+
+Band keys are filed under the near-duplicate method's index name:
+``minhash`` for the 16 bands of 4 rows of ``DEDUP_NEAR_THRESHOLD`` above
+0.707, ``minhash-035x003`` (35 bands of 3 rows) for 0.5, and so on. Field
+``near:<method>`` of ``P:run`` names the index that holds every kept text
+(none: ``<method>``, all a namespace written before could hold). A worker
+whose index is another one re-indexes every text (``P:d:`` keeps their
+fingerprints) before its first lookup, then deletes the old index: a run
+with another threshold finds the texts of earlier runs, as SQLite, which
+indexes them anew at every start, does.
 
 Atomicity: a URL key and a text digest are each set by one script on one key,
 so when several workers record the same one at once exactly one wins. A near
@@ -46,7 +56,7 @@ from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
 from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.stores.memory import MemoryStore
-from scrapy_dedup.text.near import doc_id
+from scrapy_dedup.text.near import INDEX_SUFFIX_GLOB, doc_id
 
 if TYPE_CHECKING:
     import redis
@@ -115,10 +125,19 @@ if run == tonumber(ARGV[1]) then
 end
 return {run, 0}
 """
+# Set field ARGV[1] to ARGV[3] if it still holds ARGV[2]: answer 1 if it did.
+_SWAP = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
+"""
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
 _SLOTS = [bytes([slot]) for slot in range(8)]
 _METHODS = ("minhash", "simhash")  # near-duplicate methods, for clear()
+_REINDEX_BATCH = 1000  # texts re-indexed per read and write
 _LOW48 = (1 << 48) - 1
 
 
@@ -163,7 +182,9 @@ class RedisStore(DedupStore):
         # First values already known (URL keys, claims): see _first().
         self._known = CompactMap()
         self._claimed = CompactMap()
-        self._lookup: tuple[str, bytes, list[str], list[bytes | None]] | None = None
+        self._lookup: tuple[str, bytes, list[str], list[bytes | None], bool] | None = None
+        self._indexed: set[str] = set()  # near-duplicate indexes known to hold every text
+        self._warned_index = False
         self.recrawl_after = recrawl_after
         self._expired: set[int] = set()
         # Written at flush(), frontier rows first: a page is kept only once the
@@ -188,6 +209,7 @@ class RedisStore(DedupStore):
             self._add_text = client.register_script(_ADD_TEXT)
             self._unclaim = client.register_script(_UNCLAIM)
             self._new_run = client.register_script(_NEW_RUN)
+            self._swap = client.register_script(_SWAP)
             self._join(join)
         except self._errors as exc:
             # Our message says it all: no chained redis-py traceback in the log.
@@ -624,29 +646,46 @@ class RedisStore(DedupStore):
         for name, digest, _, value in token or ():
             self._call("forget a text digest", self._unclaim, keys=[name], args=[digest, value])
 
-    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
-        encoded = method.encode(fingerprint)
-        bands = method.band_keys(fingerprint)
-        names = [f"{self.base}:n:{method.name}:{band >> 56:02x}" for band in bands]
-        fields = [band.to_bytes(8, "little") for band in bands]
-        bands_fields = [
-            (name, [field + slot for slot in _SLOTS])
-            for name, field in zip(names, fields, strict=True)
+    def _bands(self, method: NearMethod, fingerprint: Any) -> list[tuple[str, bytes]]:
+        """Where the band keys of ``fingerprint`` live: (hash name, field prefix)."""
+        index = f"{self.base}:n:{method.index_name}"
+        # One of 256 hashes, by the key's low byte; by its top byte in the
+        # indexes named as before (the top byte of a MinHash band key is
+        # mostly its band's number: 16 hashes of 256 hold all 16 bands).
+        shift = 56 if method.index_name == method.name else 0
+        return [
+            (f"{index}:{(band >> shift) & 0xFF:02x}", band.to_bytes(8, "little"))
+            for band in method.band_keys(fingerprint)
         ]
+
+    def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
+        if method.index_name not in self._indexed:
+            self._ensure_index(method)
+        encoded = method.encode(fingerprint)
+        bands = self._bands(method, fingerprint)
+        bands_fields = [(name, [field + slot for slot in _SLOTS]) for name, field in bands]
         candidates: dict[bytes, None] = {}
         free: list[bytes | None] = []  # per band: the first free slot's field
-        answers = self._pipe(
-            "look up near duplicates", lambda p: [p.hmget(n, f) for n, f in bands_fields]
-        )
-        for field, values in zip(fields, answers, strict=True):
+
+        def lookup(pipe: Any) -> None:
+            for name, fields in bands_fields:
+                pipe.hmget(name, fields)
+            # Which index holds every text: another worker may have re-indexed.
+            pipe.hget(self._run_key, f"near:{method.name}")
+
+        answers = self._pipe("look up near duplicates", lookup)
+        current = answers.pop()
+        for (_, field), values in zip(bands, answers, strict=True):
             free.append(
                 next((field + s for s, v in zip(_SLOTS, values, strict=True) if v is None), None)
             )
             for value in values:
                 if value is not None:
                     candidates[value] = None
+        # Texts kept from now on miss from the index that held every text.
+        unmark = not self._holds_every_text(method, current) and current != b""
         # add_near() usually follows at once: it reuses what this lookup found.
-        self._lookup = (method.name, encoded, names, free)
+        self._lookup = (method.index_name, encoded, [n for n, _ in bands], free, unmark)
         best: tuple[float, Any, str] | None = None
         if candidates:
             docs = [(self._doc_key(method, c), c) for c in candidates]
@@ -667,12 +706,12 @@ class RedisStore(DedupStore):
     def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
         encoded = method.encode(fingerprint)
         lookup = self._lookup
-        if lookup is None or lookup[0] != method.name or lookup[1] != encoded:
+        if lookup is None or lookup[0] != method.index_name or lookup[1] != encoded:
             self.match_near(method, fingerprint)
             lookup = self._lookup
         assert lookup is not None
         self._lookup = None
-        _, _, names, free = lookup
+        _, _, names, free, unmark = lookup
         mine = doc_id(encoded)
         doc = encoded + url.encode("utf-8", "surrogatepass")
 
@@ -682,11 +721,167 @@ class RedisStore(DedupStore):
             for name, slot in zip(names, free, strict=True):
                 if slot is not None:  # else the band key is shared by _SLOTS documents already
                     pipe.hsetnx(name, slot, mine)
+            if unmark:
+                # Another worker re-indexed for another layout: the index it
+                # reads lacks this text, so no index holds every text now.
+                pipe.hset(self._run_key, f"near:{method.name}", "")
 
         self._pipe("record a near-duplicate fingerprint", record)
 
     def _doc_key(self, method: NearMethod, doc: bytes) -> str:
         return f"{self.base}:d:{method.name}:{doc[0]:02x}"
+
+    def _holds_every_text(self, method: NearMethod, current: bytes | None) -> bool:
+        """Whether ``method``'s index holds every text, by ``current``, the
+        value of the namespace's ``near:<method>`` field (or is being
+        completed by a worker re-indexing: ``<index>?<worker>``). Warns once
+        when not: this worker and another use different layouts."""
+        value = method.name if current is None else current.decode("utf-8", "replace")
+        if value.split("?")[0] == method.index_name:
+            return True
+        if not self._warned_index:
+            self._warned_index = True
+            logger.warning(
+                "Namespace %r of %s: another worker indexes near-duplicate texts as %r, "
+                "this one as %r (their DEDUP_NEAR_THRESHOLD or DEDUP_SIMHASH_MAX_DISTANCE "
+                "differ): each misses the near duplicates of the texts the other keeps "
+                "meanwhile. Run every worker of a namespace with the same settings; the "
+                "next worker to start re-indexes every text.",
+                self.namespace,
+                self.uri,
+                value or "none",
+                method.index_name,
+            )
+        return False
+
+    def _ensure_index(self, method: NearMethod) -> None:
+        """Before the first lookup with ``method``: re-index every text of the
+        namespace when its index is not the one that holds them all (the
+        namespace was filled with another DEDUP_NEAR_THRESHOLD), then delete
+        the index that did."""
+        field = f"near:{method.name}"
+        raw = self._call("read the near-duplicate index", self.client.hget, self._run_key, field)
+        current = method.name if raw is None else raw.decode("utf-8", "replace")
+        if current == method.index_name:
+            self._indexed.add(method.index_name)
+            return
+        started = time.monotonic()
+        # Any text recorded in another index while this runs (a worker with
+        # the old layout) sets the field to "": the swap below then fails, and
+        # the next worker to start re-indexes again.
+        token = f"{method.index_name}?{self.worker}"
+        self._call("mark a re-index", self.client.hset, self._run_key, field, token)
+        count = self._reindex(method)
+        swapped = self._call(
+            "record the near-duplicate index",
+            self._swap,
+            keys=[self._run_key],
+            args=[field, token, method.index_name],
+        )
+        # Not an index another worker is building ("<index>?<worker>"), nor none ("").
+        old = "" if "?" in current else current
+        if swapped and old:
+            names = [f"{self.base}:n:{old}:{byte:02x}" for byte in range(256)]
+            self._pipe("delete the old index", lambda p: [p.unlink(n) for n in names])
+        self._indexed.add(method.index_name)
+        logger.log(
+            logging.INFO if count else logging.DEBUG,
+            "Namespace %r of %s: re-indexed its %d near-duplicate texts as %r (they were "
+            "indexed as %r: DEDUP_NEAR_THRESHOLD or DEDUP_SIMHASH_MAX_DISTANCE changed) "
+            "in %.1f s",
+            self.namespace,
+            self.uri,
+            count,
+            method.index_name,
+            current.split("?")[0] or "none",
+            time.monotonic() - started,
+        )
+
+    def _reindex(self, method: NearMethod) -> int:
+        """File every text kept under ``method`` in its index; the number of texts."""
+        # Every fingerprint of a method has one size: the value's head.
+        size = len(method.encode(method.fingerprint("")))
+        count = 0
+        batch: dict[bytes, bytes] = {}
+        for byte in range(256):
+            name = f"{self.base}:d:{method.name}:{byte:02x}"
+            cursor = 0
+            while True:
+                cursor, docs = self._call(
+                    "read near-duplicate texts",
+                    self.client.hscan,
+                    name,
+                    cursor,
+                    count=_REINDEX_BATCH,
+                )
+                batch.update(docs)
+                if len(batch) >= _REINDEX_BATCH:
+                    count += self._index_texts(method, batch, size)
+                    batch = {}
+                if not cursor:
+                    break
+        return count + self._index_texts(method, batch, size)
+
+    def _index_texts(self, method: NearMethod, docs: dict[bytes, bytes], size: int) -> int:
+        """File ``docs`` (doc id -> fingerprint + URL) in ``method``'s index,
+        each in a free slot of each of its band keys unless it is there
+        already, in two reads at most and one write per hash; the number of
+        texts."""
+        bands: dict[str, list[tuple[bytes, bytes]]] = {}  # hash -> (band key, doc id)
+        count = 0
+        for doc, value in docs.items():
+            try:
+                fingerprint = method.decode(value[:size])
+            except ValueError:  # written with other parameters: not comparable
+                continue
+            count += 1
+            for name, field in self._bands(method, fingerprint):
+                bands.setdefault(name, []).append((field, doc))
+        # Slots fill in order: a band key whose first slot is free has none
+        # taken. Only the others (few: texts rarely share one) are read whole.
+        if not bands:
+            return count
+        names = list(bands)
+        firsts = self._pipe(
+            "read near-duplicate bands",
+            lambda p: [p.hmget(n, [f + _SLOTS[0] for f, _ in bands[n]]) for n in names],
+        )
+        taken = {
+            name: sorted({f for (f, _), v in zip(bands[name], values, strict=True) if v})
+            for name, values in zip(names, firsts, strict=True)
+        }
+        taken = {name: fields for name, fields in taken.items() if fields}
+        alls = (
+            self._pipe(
+                "read near-duplicate bands",
+                lambda p: [
+                    p.hmget(n, [f + s for f in fs for s in _SLOTS]) for n, fs in taken.items()
+                ],
+            )
+            if taken
+            else []
+        )
+        held: dict[tuple[str, bytes], list[bytes | None]] = {}  # band key -> its slots
+        for (name, fields), values in zip(taken.items(), alls, strict=True):
+            for i, field in enumerate(fields):
+                held[name, field] = values[8 * i : 8 * i + 8]
+        writes: dict[str, dict[bytes, bytes]] = {}
+        for name in names:
+            for field, doc in bands[name]:
+                slots = held.setdefault((name, field), [None] * len(_SLOTS))
+                if doc in slots or None not in slots:
+                    continue
+                free = slots.index(None)
+                slots[free] = doc
+                writes.setdefault(name, {})[field + _SLOTS[free]] = doc
+        # HSET, not one HSETNX a field: a text another worker files in the
+        # same slot between the read and this write loses that one band.
+        if writes:
+            self._pipe(
+                "re-index near-duplicate texts",
+                lambda p: [p.hset(n, mapping=fields) for n, fields in writes.items()],
+            )
+        return count
 
     # -- rel=canonical -----------------------------------------------------
 
@@ -738,6 +933,8 @@ class RedisStore(DedupStore):
             self._confirms.clear()
             for method in _METHODS:
                 patterns += [f"{base}:n:{method}:{hex2}", f"{base}:d:{method}:{hex2}"]
+                patterns.append(f"{base}:n:{method}{INDEX_SUFFIX_GLOB}:{hex2}")
+            self._indexed.clear()
         try:
             for pattern in patterns:
                 names = list(self.client.scan_iter(match=pattern, count=1000))

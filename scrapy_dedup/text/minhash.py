@@ -7,8 +7,12 @@ crawl scale. MinHash bands can: unrelated documents share almost no
 shingles, so they almost never meet in a band, while a pair with a 3-shingle
 Jaccard similarity of 0.89 (2% of the words changed) meets in at least one
 of 16 bands of 4 rows with probability 1 - (1 - 0.89**4)**16 > 0.9999. The
-signature, 128 values long (the bands use the first 64), also estimates that
-Jaccard similarity to within about 0.04, which is what confirms a candidate.
+signature, 128 values long, also estimates that Jaccard similarity to within
+about 0.04, which is what confirms a candidate.
+
+The bands follow the threshold (:func:`lsh_layout`): 16 bands of 4 rows
+bring together 99% of the pairs at any threshold above 0.707; a lower one
+needs more bands, or shorter ones.
 
 >>> from scrapy_dedup.text.shingles import shingle_hashes
 >>> a = minhash_signature(shingle_hashes("the quick brown fox jumps over the lazy dog"))
@@ -19,11 +23,22 @@ Jaccard similarity to within about 0.04, which is what confirms a candidate.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from scrapy_dedup.text._hashing import GOLDEN, splitmix64
 
-__all__ = ["MinHashLSH", "jaccard_estimate", "minhash_signature"]
+__all__ = [
+    "DEFAULT_LAYOUT",
+    "MIN_THRESHOLD",
+    "TARGET_RECALL",
+    "MinHashLSH",
+    "band_probability",
+    "jaccard_estimate",
+    "lsh_layout",
+    "minhash_signature",
+]
 
 _CHUNK = 4096  # shingles hashed at once: bounds memory for huge texts
 
@@ -74,25 +89,96 @@ def jaccard_estimate(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.count_nonzero(a == b)) / len(a)
 
 
+#: The bands and rows of the default threshold (0.75), and of every store
+#: written before the layout followed the threshold.
+DEFAULT_LAYOUT = (16, 4)
+#: The share of the pairs at exactly the threshold that a layout brings
+#: together in at least one band (the estimate then confirms about half of
+#: them: it is as likely to fall under the threshold as over it).
+TARGET_RECALL = 0.99
+#: The lowest threshold the index serves at crawl scale. Below about 0.47 no
+#: layout of 3 or more rows reaches TARGET_RECALL within 128 values, and
+#: bands of 2 rows meet a fifth to a third of the pages that merely share a
+#: site template (3-shingle Jaccard about 0.1): a comparison each, per page.
+MIN_THRESHOLD = 0.5
+
+
+def band_probability(similarity: float, bands: int, rows: int) -> float:
+    """The chance that two documents whose shingle sets have Jaccard
+    similarity ``similarity`` share at least one of ``bands`` bands of
+    ``rows`` rows: ``1 - (1 - similarity**rows)**bands``.
+
+    >>> round(band_probability(0.75, 16, 4), 4), round(band_probability(0.5, 16, 4), 4)
+    (0.9977, 0.6439)
+    """
+    return 1.0 - (1.0 - similarity**rows) ** bands
+
+
+def lsh_layout(
+    threshold: float, num_perm: int = 128, target: float = TARGET_RECALL
+) -> tuple[int, int]:
+    """``(bands, rows)`` of the LSH index for ``threshold``.
+
+    16 bands of 4 rows (:data:`DEFAULT_LAYOUT`) while they bring together at
+    least ``target`` of the pairs at the threshold, as they do above 0.707;
+    below, the most rows (up to the default's 4) that still do within
+    ``num_perm`` values, with the fewest bands for them. Each row fewer
+    multiplies the chance that two unrelated texts meet (a wasted comparison)
+    by about 1/J for their small Jaccard J; each band more costs a band key
+    per kept text. When no layout reaches ``target``, the one likeliest to
+    meet a pair: ``num_perm`` bands of 1 row.
+
+    >>> lsh_layout(0.75), lsh_layout(0.65), lsh_layout(0.6), lsh_layout(0.5)
+    ((16, 4), (24, 4), (19, 3), (35, 3))
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    bands, rows = DEFAULT_LAYOUT
+    if bands * rows <= num_perm and band_probability(threshold, bands, rows) >= target:
+        return DEFAULT_LAYOUT
+    for rows in range(min(DEFAULT_LAYOUT[1], num_perm), 0, -1):
+        meet = threshold**rows  # the chance one band is equal
+        if meet <= 0.0:
+            continue
+        needed = math.log1p(-target) / math.log1p(-meet)
+        if needed > num_perm // rows:
+            continue
+        bands = max(1, math.ceil(needed))
+        if band_probability(threshold, bands, rows) < target:  # rounded down
+            bands += 1
+        if bands * rows <= num_perm:
+            return bands, rows
+    return num_perm, 1
+
+
 class MinHashLSH:
     """Signatures of kept documents, found again through LSH bands.
 
-    The first ``bands * rows`` values of a signature form the bands; the whole
-    signature estimates the similarity. ``query`` returns the stored documents
-    whose estimated Jaccard similarity to the signature is at least
-    ``threshold``, best first; ``band_keys`` gives the 64-bit keys a store
-    files a signature under.
+    The first ``bands * rows`` values of a signature form the bands (by
+    default, the :func:`lsh_layout` of ``threshold``); the whole signature
+    estimates the similarity. ``query`` returns the stored documents whose
+    estimated Jaccard similarity to the signature is at least ``threshold``,
+    best first; ``band_keys`` gives the 64-bit keys a store files a signature
+    under.
     """
 
     def __init__(
-        self, num_perm: int = 128, bands: int = 16, rows: int = 4, threshold: float = 0.75
+        self,
+        num_perm: int = 128,
+        bands: int | None = None,
+        rows: int | None = None,
+        threshold: float = 0.75,
     ) -> None:
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+        if bands is None and rows is None:
+            bands, rows = lsh_layout(threshold, num_perm)
+        elif bands is None or rows is None:
+            raise ValueError("give both bands and rows, or neither")
         if bands < 1 or rows < 1 or bands * rows > num_perm:
             raise ValueError(
                 f"bands * rows ({bands} * {rows}) must be between 1 and num_perm ({num_perm})"
             )
-        if not 0.0 < threshold <= 1.0:
-            raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.num_perm = num_perm
         self.bands = bands
         self.rows = rows

@@ -3,6 +3,11 @@ are indexed and when two of them are near duplicates. No Scrapy import.
 
 A store keeps the fingerprints; a method tells it how to find and compare
 them, so the same logic serves the memory, SQLite and Redis stores.
+
+Band keys depend on the method's parameters (MinHash: the band layout its
+threshold needs), so a store that keeps band keys files them under the
+method's :attr:`~NearMethod.index_name`, and re-indexes its fingerprints
+when a run asks for another one.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from scrapy_dedup.text._hashing import GOLDEN, MASK64, mix64
-from scrapy_dedup.text.minhash import MinHashLSH, minhash_signature
+from scrapy_dedup.text.minhash import DEFAULT_LAYOUT, MinHashLSH, minhash_signature
 from scrapy_dedup.text.shingles import shingle_hashes
 from scrapy_dedup.text.simhash import hamming, simhash_from_hashes
 from scrapy_dedup.text.simhash_index import SimhashIndex
@@ -23,6 +28,7 @@ _START = "\ue000 \ue000"  # private-use characters: never words of a real text
 _END = "\ue001 \ue001"
 
 __all__ = [
+    "INDEX_SUFFIX_GLOB",
     "MinHashMethod",
     "NearIndex",
     "NearMethod",
@@ -41,7 +47,12 @@ class NearIndex(Protocol):
 class NearMethod(Protocol):
     """What a store needs to know about a near-duplicate method."""
 
+    #: Names the fingerprints: methods of one name can compare each other's.
     name: str
+    #: Names the band keys: methods of one index name give every fingerprint
+    #: the same ones. ``name`` itself, or ``name`` and a suffix matching
+    #: :data:`INDEX_SUFFIX_GLOB`.
+    index_name: str
 
     def fingerprint(self, text: str) -> Any:
         """The fingerprint of a (normalized or raw) text."""
@@ -68,8 +79,13 @@ class NearMethod(Protocol):
         ``fingerprint`` (higher closeness is nearer), else ``None``."""
 
 
+#: A glob matching the suffix of every index name but the plain method name
+#: (a store deletes what it filed under any of them by this pattern).
+INDEX_SUFFIX_GLOB = "-[0-9][0-9][0-9]x[0-9][0-9][0-9]"
+
+
 def _mix64(value: int, salt: int) -> int:
-    """Spreads a key's bits (stores shard by its top byte)."""
+    """Spreads a key's bits (stores shard by one byte of it)."""
     return mix64((value + (salt + 1) * GOLDEN) & MASK64)
 
 
@@ -81,7 +97,8 @@ def doc_id(data: bytes) -> bytes:
 
 class MinHashMethod:
     """Estimated 3-word-shingle Jaccard similarity at or above ``threshold``,
-    candidates found through MinHash LSH bands (the default).
+    candidates found through MinHash LSH bands (the default), as many and as
+    long as the threshold needs (:func:`~scrapy_dedup.text.minhash.lsh_layout`).
 
     Two marker words pad each end of the text, so a changed first or last word
     weighs as much as one in the middle (3 shingles, not 1).
@@ -90,10 +107,17 @@ class MinHashMethod:
     name = "minhash"
 
     def __init__(self, threshold: float = 0.75, num_perm: int = 128) -> None:
-        MinHashLSH(num_perm, threshold=threshold)  # validates the parameters
+        self._lsh = MinHashLSH(num_perm, threshold=threshold)  # validates the parameters
         self.threshold = threshold
         self.num_perm = num_perm
-        self._lsh: MinHashLSH | None = None
+        self.bands, self.rows = self._lsh.bands, self._lsh.rows
+        # The default layout keeps the plain name: stores written before the
+        # layout followed the threshold filed their band keys under it.
+        self.index_name = (
+            self.name
+            if (self.bands, self.rows) == DEFAULT_LAYOUT
+            else f"{self.name}-{self.bands:03d}x{self.rows:03d}"
+        )
 
     def fingerprint(self, text: str) -> np.ndarray:
         return minhash_signature(shingle_hashes(f"{_START} {text} {_END}"), self.num_perm)
@@ -113,8 +137,6 @@ class MinHashMethod:
         return np.frombuffer(data, dtype="<u4").astype(np.uint32)
 
     def band_keys(self, fingerprint: np.ndarray) -> list[int]:
-        if self._lsh is None:
-            self._lsh = self.new_index()
         return self._lsh.band_keys(fingerprint)
 
     def match(self, fingerprint: np.ndarray, other: np.ndarray) -> tuple[float, Any] | None:
@@ -133,6 +155,8 @@ class SimhashMethod:
         SimhashIndex(max_distance)  # validates the radius
         self.max_distance = max_distance
         count = max_distance + 2
+        # Keys are pairs of blocks (see band_keys): another radius, other keys.
+        self.index_name = self.name if max_distance == 3 else f"{self.name}-{count:03d}x002"
         edges = [64 * i // count for i in range(count + 1)]
         self._blocks = [((1 << (hi - lo)) - 1) << lo for lo, hi in pairwise(edges)]
 

@@ -38,6 +38,7 @@ __all__ = [
     "documents",
     "labelled_pairs",
     "n_edits",
+    "pairs_at_similarity",
     "shingle_jaccard",
     "summary",
     "vocabulary",
@@ -1031,6 +1032,30 @@ def labelled_pairs(seed: int = 0, per_kind: int = 60) -> list[Pair]:
     """``per_kind`` pairs of every kind, grouped by kind in ``KINDS_POSITIVE + KINDS_NEGATIVE``
     order, drawn from ``documents(seed=seed)`` and the hand-written pages."""
     return list(_labelled_pairs(seed, per_kind))
+
+
+def pairs_at_similarity(
+    similarity: float, seed: int = 0, per_document: int = 2, within: float = 0.02
+) -> list[tuple[str, str, float]]:
+    """``(a, b, jaccard)``: ``per_document`` edited copies ``b`` of every document ``a`` of
+    ``documents(seed=seed)`` whose 3-word-shingle Jaccard similarity to it is ``similarity``
+    give or take ``within`` (words swapped at random positions; copies that miss are left out).
+
+    ``p`` of the words swapped leave about ``(1 - p)**3`` of the shingles shared, a Jaccard
+    similarity of ``s / (2 - s)`` for ``s = (1 - p)**3``: ``p`` follows from the target.
+    """
+    shared = 2 * similarity / (1 + similarity)
+    fraction = 1 - shared ** (1 / 3)
+    rng = random.Random(f"neardup-similarity:{seed}:{similarity}")
+    vocab = vocabulary()
+    found = []
+    for a in documents(seed=seed):
+        for _ in range(per_document):
+            b = swap_words(a, n_edits(len(a.split()), fraction), rng, vocab)
+            jaccard = shingle_jaccard(a, b)
+            if abs(jaccard - similarity) <= within:
+                found.append((a, b, jaccard))
+    return found
 
 
 def _stats(values: Sequence[float], fmt: Callable[[float], str]) -> str:
