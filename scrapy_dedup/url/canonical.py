@@ -219,7 +219,6 @@ def _remove_dot_segments(path: str) -> str:
     return "/" + "/".join(out)
 
 
-@lru_cache(maxsize=65536)
 def registrable_domain(host: str) -> str | None:
     """The registrable domain ("eTLD+1") of a lowercased ASCII host, from the
     public suffix list shipped offline with ``publicsuffixlist``; ``None`` for
@@ -232,6 +231,13 @@ def registrable_domain(host: str) -> str | None:
     >>> registrable_domain("a.github.io")
     'a.github.io'
     """
+    if len(host) > 254:  # no DNS name: not cached (hostile redirects send 16 KB hosts)
+        return None
+    return _registrable_domain(host)
+
+
+@lru_cache(maxsize=65536)
+def _registrable_domain(host: str) -> str | None:
     if not host or host.startswith("[") or host.replace(".", "").isdigit():
         return None
     suffix: str | None = _psl().privatesuffix(host.rstrip("."))

@@ -366,3 +366,12 @@ def test_encoding(
 ) -> None:
     head = read_head(body, encoding=encoding)
     assert (head.canonical, head.after_head) == (canonical, after_head)
+
+
+def test_overlong_attribute_values_are_not_decoded() -> None:
+    """A 1 MiB href of character references is returned as written (and then
+    ignored by the middleware as too long), not decoded at a Python call each."""
+    href = "&a" * (512 * 1024)
+    head = read_head(f'<link rel=canonical href="{href}">'.encode(), limit=2 * 1024 * 1024)
+    assert head.canonical == href
+    assert read_head(b'<link rel=canonical href="/a&amp;b">').canonical == "/a&b"

@@ -302,3 +302,10 @@ NOT_MERGED = [
 @pytest.mark.parametrize(("a", "b"), NOT_MERGED)
 def test_what_peers_merge_keeps_two_keys(a: str, b: str) -> None:
     assert canonicalize_url(a) != canonicalize_url(b)
+
+
+def test_hosts_longer_than_any_dns_name_have_no_registrable_domain() -> None:
+    from scrapy_dedup.url import registrable_domain
+
+    assert registrable_domain("www." + "a" * 16_000 + ".com") is None
+    assert registrable_domain("shop.example.co.uk") == "example.co.uk"
