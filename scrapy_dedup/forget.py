@@ -6,10 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
 from scrapy.settings import Settings
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.request import RequestFingerprinter
 
 from scrapy_dedup.config import DedupConfig
-from scrapy_dedup.keys import url_key
+from scrapy_dedup.keys import RequestKeys
 from scrapy_dedup.state import resolve_sqlite_path
 from scrapy_dedup.stores import open_store
 
@@ -34,10 +38,7 @@ def forget(
     """
     settings = settings if isinstance(settings, Settings) else Settings(settings or {})
     config = DedupConfig.from_settings(settings)
-    canonicalizer = config.canonicalizer()
-
-    def key_of(url: str) -> int:
-        return url_key("GET", canonicalizer.canonicalize(url))
+    key_of = RequestKeys(config.canonicalizer(), _fingerprinter(settings), Request).of_url
 
     store = open_store(
         resolve_sqlite_path(config.store),
@@ -53,3 +54,20 @@ def forget(
     finally:
         store.close()
     return [named.get(label, label) for label in forgotten]
+
+
+def _fingerprinter(settings: Settings) -> Any:
+    """The project's ``REQUEST_FINGERPRINTER_CLASS`` when it is not Scrapy's
+    default (it decides the keys of a crawl, so it decides these too)."""
+    name = settings["REQUEST_FINGERPRINTER_CLASS"]
+    cls = load_object(name) if isinstance(name, str) else name
+    if cls is RequestFingerprinter:
+        return None
+    try:
+        return build_from_crawler(cls, Crawler(Spider, settings))
+    except Exception as exc:
+        raise ValueError(
+            f"cannot build REQUEST_FINGERPRINTER_CLASS {name!r} outside a crawl "
+            f"({type(exc).__name__}: {exc}): it decides which pages are the same, so "
+            "they cannot be found without it"
+        ) from None

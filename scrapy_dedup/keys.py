@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Callable
 from enum import IntFlag
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
@@ -133,7 +134,12 @@ class RequestKeys:
     """Keys of requests under one canonicalizer and request fingerprinter,
     each request's computed once (cached like Scrapy's fingerprinter)."""
 
-    def __init__(self, canonicalizer: URLCanonicalizer, fingerprinter: Any = None) -> None:
+    def __init__(
+        self,
+        canonicalizer: URLCanonicalizer,
+        fingerprinter: Any = None,
+        request_class: Callable[[str], Any] | None = None,
+    ) -> None:
         self.canonicalizer = canonicalizer
         #: A custom request fingerprinter (scrapy-zyte-api, scrapy-playwright...)
         #: decides which requests are the same, as it does for Scrapy's own
@@ -141,6 +147,9 @@ class RequestKeys:
         #: key, so it can tell requests to one URL apart by their options and
         #: merge URLs it deems equal. ``None`` for Scrapy's default.
         self.fingerprinter = fingerprinter
+        #: Makes a GET request of a URL (Scrapy's ``Request``) for :meth:`of_url`
+        #: to hand to the fingerprinter.
+        self.request_class = request_class
         self._cache: WeakKeyDictionary[Any, RequestKey] = WeakKeyDictionary()
 
     def of(self, request: Any) -> RequestKey:
@@ -149,6 +158,15 @@ class RequestKeys:
         if found is None:
             found = self._cache[request] = self.compute(request)
         return found
+
+    def of_url(self, url: str) -> int:
+        """The key of a plain GET of ``url`` (a page to forget, an item's page)."""
+        if self.fingerprinter is not None and self.request_class is not None:
+            try:
+                return self.compute(self.request_class(url)).key
+            except ValueError:  # not a URL Scrapy fetches: keyed as below
+                pass
+        return url_key("GET", self.canonicalizer.canonicalize(url))
 
     def remember(self, request: Any, key: RequestKey) -> None:
         """Cache the key of a request that will be fetched (the frontier and

@@ -9,7 +9,6 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
-from scrapy_dedup.keys import url_key
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
@@ -58,6 +57,9 @@ class ContentDedupPipeline:
             threshold=config.near_threshold,
             max_distance=config.simhash_max_distance,
         )
+        if self.near is not None:
+            # A Redis namespace indexed for another threshold refuses here, at start.
+            self.state.use_near(self.near)
         self.max_chars = config.max_text_chars
         # DEDUP_RECRAWL_AFTER: pages fetched again once their time passed.
         self.recrawls = config.recrawl_after is not None
@@ -181,11 +183,11 @@ class ContentDedupPipeline:
     def _recrawled(self, url: str) -> bool:
         """Whether the page at ``url`` was kept by an earlier run and fetched
         again (its DEDUP_RECRAWL_AFTER passed, or it was forgotten). Keyed as a
-        plain GET of ``url``."""
+        plain GET of ``url`` (by the project's request fingerprinter, if custom)."""
         if not url:
             return False
         assert self.store is not None
-        return self.store.expired(url_key("GET", self.state.canonicalizer.canonicalize(url)))
+        return self.store.expired(self.state.keys.of_url(url))
 
     def _filing(self, url: str, text: str | None) -> tuple[tuple[str, bool, int] | None, Any]:
         """``((canonical URL, filed there first by another page, its key),

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote, unquote
 from weakref import WeakKeyDictionary
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.defer import deferred_from_coro
@@ -37,10 +37,10 @@ from scrapy_dedup.keys import RequestKeys
 from scrapy_dedup.stores import GuardedStore, StoreError, open_store, redact
 
 if TYPE_CHECKING:
-    from scrapy_dedup.url import URLCanonicalizer
-
-if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+    from scrapy_dedup.text.near import NearMethod
+    from scrapy_dedup.url import URLCanonicalizer
 
 __all__ = ["CanonicalMap", "CrawlState", "resolve_sqlite_path"]
 
@@ -107,7 +107,9 @@ class CrawlState:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.config = DedupConfig.from_settings(crawler.settings)
-        self.keys = RequestKeys(self.config.canonicalizer(), _custom_fingerprinter(crawler))
+        self.keys = RequestKeys(
+            self.config.canonicalizer(), _custom_fingerprinter(crawler), Request
+        )
         self.canonicals = CanonicalMap()
         #: Keys of requests let into the frontier that have not reached the
         #: downloader yet (the frontier middleware forgets those a downloader
@@ -141,6 +143,15 @@ class CrawlState:
             self._store = self._open_store()
             self.crawler.signals.connect(self._start_flushing, signal=signals.spider_opened)
         return self._store
+
+    def use_near(self, method: NearMethod) -> None:
+        """Check, before the crawl starts, that the store can look up near
+        duplicates with ``method`` (see :meth:`DedupStore.use_near`)."""
+        try:
+            self.store.use_near(method)
+        except StoreError as exc:
+            logger.error("Cannot use the dedup store: %s", exc)
+            raise
 
     @property
     def records_pages(self) -> bool:

@@ -123,6 +123,11 @@ class DedupStore(ABC):
     def add_content(self, digest: bytes, url: str) -> str | None:
         """Record ``digest`` for ``url``: ``None`` when new, else the first URL."""
 
+    def use_near(self, method: NearMethod) -> None:
+        """Called before a crawl looks up near duplicates with ``method``:
+        raises :class:`StoreError` when the store cannot serve it (its texts
+        are indexed for another layout)."""
+
     @abstractmethod
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         """``(URL, score)`` of the kept document ``fingerprint`` is nearest to,

@@ -204,6 +204,10 @@ class GuardedStore(DedupStore):
     def add_content(self, digest: bytes, url: str) -> str | None:
         return self._guard(self.store.add_content, self._local.add_content, digest, url)
 
+    def use_near(self, method: NearMethod) -> None:
+        # Not guarded: a crawl that cannot use the store's texts does not start.
+        self.store.use_near(method)
+
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         return self._guard(self.store.match_near, self._local.match_near, method, fingerprint)
 

@@ -25,12 +25,12 @@ one key.
 Band keys are filed under the near-duplicate method's index name:
 ``minhash`` for the 16 bands of 4 rows of ``DEDUP_NEAR_THRESHOLD`` above
 0.707, ``minhash-035x003`` (35 bands of 3 rows) for 0.5, and so on. Field
-``near:<method>`` of ``P:run`` names the index that holds every kept text
-(none: ``<method>``, all a namespace written before could hold). A worker
-whose index is another one re-indexes every text (``P:d:`` keeps their
-fingerprints) before its first lookup, then deletes the old index: a run
-with another threshold finds the texts of earlier runs, as SQLite, which
-indexes them anew at every start, does.
+``near:<method>`` of ``P:run`` names the index the namespace's texts are in
+(set with HSETNX by the first worker to look one up; none and texts kept: the
+namespace predates the field, ``<method>``). A worker whose layout is another
+one refuses to start (:meth:`RedisStore.use_near`): re-indexing while other
+workers write cannot be made safe, and a namespace half in one index and half
+in another misses near duplicates silently.
 
 Atomicity: a URL key and a text digest are each set by one script on one key,
 so when several workers record the same one at once exactly one wins. A near
@@ -56,7 +56,7 @@ from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
 from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.stores.memory import MemoryStore
-from scrapy_dedup.text.near import INDEX_SUFFIX_GLOB, doc_id
+from scrapy_dedup.text.near import INDEX_SUFFIX_GLOB, doc_id, fitting_settings
 
 if TYPE_CHECKING:
     import redis
@@ -125,19 +125,10 @@ if run == tonumber(ARGV[1]) then
 end
 return {run, 0}
 """
-# Set field ARGV[1] to ARGV[3] if it still holds ARGV[2]: answer 1 if it did.
-_SWAP = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-  return 1
-end
-return 0
-"""
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
 _SLOTS = [bytes([slot]) for slot in range(8)]
 _METHODS = ("minhash", "simhash")  # near-duplicate methods, for clear()
-_REINDEX_BATCH = 1000  # texts re-indexed per read and write
 _LOW48 = (1 << 48) - 1
 
 
@@ -182,9 +173,8 @@ class RedisStore(DedupStore):
         # First values already known (URL keys, claims): see _first().
         self._known = CompactMap()
         self._claimed = CompactMap()
-        self._lookup: tuple[str, bytes, list[str], list[bytes | None], bool] | None = None
-        self._indexed: set[str] = set()  # near-duplicate indexes known to hold every text
-        self._warned_index = False
+        self._lookup: tuple[str, bytes, list[str], list[bytes | None]] | None = None
+        self._indexed: set[str] = set()  # near-duplicate indexes checked by use_near()
         self.recrawl_after = recrawl_after
         self._expired: set[int] = set()
         # Written at flush(), frontier rows first: a page is kept only once the
@@ -209,7 +199,6 @@ class RedisStore(DedupStore):
             self._add_text = client.register_script(_ADD_TEXT)
             self._unclaim = client.register_script(_UNCLAIM)
             self._new_run = client.register_script(_NEW_RUN)
-            self._swap = client.register_script(_SWAP)
             self._join(join)
         except self._errors as exc:
             # Our message says it all: no chained redis-py traceback in the log.
@@ -660,21 +649,16 @@ class RedisStore(DedupStore):
 
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         if method.index_name not in self._indexed:
-            self._ensure_index(method)
+            self.use_near(method)
         encoded = method.encode(fingerprint)
         bands = self._bands(method, fingerprint)
         bands_fields = [(name, [field + slot for slot in _SLOTS]) for name, field in bands]
         candidates: dict[bytes, None] = {}
         free: list[bytes | None] = []  # per band: the first free slot's field
 
-        def lookup(pipe: Any) -> None:
-            for name, fields in bands_fields:
-                pipe.hmget(name, fields)
-            # Which index holds every text: another worker may have re-indexed.
-            pipe.hget(self._run_key, f"near:{method.name}")
-
-        answers = self._pipe("look up near duplicates", lookup)
-        current = answers.pop()
+        answers = self._pipe(
+            "look up near duplicates", lambda p: [p.hmget(n, fs) for n, fs in bands_fields]
+        )
         for (_, field), values in zip(bands, answers, strict=True):
             free.append(
                 next((field + s for s, v in zip(_SLOTS, values, strict=True) if v is None), None)
@@ -682,10 +666,8 @@ class RedisStore(DedupStore):
             for value in values:
                 if value is not None:
                     candidates[value] = None
-        # Texts kept from now on miss from the index that held every text.
-        unmark = not self._holds_every_text(method, current) and current != b""
         # add_near() usually follows at once: it reuses what this lookup found.
-        self._lookup = (method.index_name, encoded, [n for n, _ in bands], free, unmark)
+        self._lookup = (method.index_name, encoded, [n for n, _ in bands], free)
         best: tuple[float, Any, str] | None = None
         if candidates:
             docs = [(self._doc_key(method, c), c) for c in candidates]
@@ -711,7 +693,7 @@ class RedisStore(DedupStore):
             lookup = self._lookup
         assert lookup is not None
         self._lookup = None
-        _, _, names, free, unmark = lookup
+        _, _, names, free = lookup
         mine = doc_id(encoded)
         doc = encoded + url.encode("utf-8", "surrogatepass")
 
@@ -721,167 +703,50 @@ class RedisStore(DedupStore):
             for name, slot in zip(names, free, strict=True):
                 if slot is not None:  # else the band key is shared by _SLOTS documents already
                     pipe.hsetnx(name, slot, mine)
-            if unmark:
-                # Another worker re-indexed for another layout: the index it
-                # reads lacks this text, so no index holds every text now.
-                pipe.hset(self._run_key, f"near:{method.name}", "")
 
         self._pipe("record a near-duplicate fingerprint", record)
 
     def _doc_key(self, method: NearMethod, doc: bytes) -> str:
         return f"{self.base}:d:{method.name}:{doc[0]:02x}"
 
-    def _holds_every_text(self, method: NearMethod, current: bytes | None) -> bool:
-        """Whether ``method``'s index holds every text, by ``current``, the
-        value of the namespace's ``near:<method>`` field (or is being
-        completed by a worker re-indexing: ``<index>?<worker>``). Warns once
-        when not: this worker and another use different layouts."""
-        value = method.name if current is None else current.decode("utf-8", "replace")
-        if value.split("?")[0] == method.index_name:
-            return True
-        if not self._warned_index:
-            self._warned_index = True
-            logger.warning(
-                "Namespace %r of %s: another worker indexes near-duplicate texts as %r, "
-                "this one as %r (their DEDUP_NEAR_THRESHOLD or DEDUP_SIMHASH_MAX_DISTANCE "
-                "differ): each misses the near duplicates of the texts the other keeps "
-                "meanwhile. Run every worker of a namespace with the same settings; the "
-                "next worker to start re-indexes every text.",
-                self.namespace,
-                self.uri,
-                value or "none",
-                method.index_name,
-            )
-        return False
-
-    def _ensure_index(self, method: NearMethod) -> None:
-        """Before the first lookup with ``method``: re-index every text of the
-        namespace when its index is not the one that holds them all (the
-        namespace was filled with another DEDUP_NEAR_THRESHOLD), then delete
-        the index that did."""
+    def use_near(self, method: NearMethod) -> None:
+        """Claim the namespace's near-duplicate index for ``method``'s layout,
+        or raise :class:`StoreError` when its texts are in another one (an
+        earlier run or another worker used another ``DEDUP_NEAR_THRESHOLD``
+        or ``DEDUP_SIMHASH_MAX_DISTANCE``)."""
         field = f"near:{method.name}"
         raw = self._call("read the near-duplicate index", self.client.hget, self._run_key, field)
-        current = method.name if raw is None else raw.decode("utf-8", "replace")
-        if current == method.index_name:
-            self._indexed.add(method.index_name)
-            return
-        started = time.monotonic()
-        # Any text recorded in another index while this runs (a worker with
-        # the old layout) sets the field to "": the swap below then fails, and
-        # the next worker to start re-indexes again.
-        token = f"{method.index_name}?{self.worker}"
-        self._call("mark a re-index", self.client.hset, self._run_key, field, token)
-        count = self._reindex(method)
-        swapped = self._call(
-            "record the near-duplicate index",
-            self._swap,
-            keys=[self._run_key],
-            args=[field, token, method.index_name],
-        )
-        # Not an index another worker is building ("<index>?<worker>"), nor none ("").
-        old = "" if "?" in current else current
-        if swapped and old:
-            names = [f"{self.base}:n:{old}:{byte:02x}" for byte in range(256)]
-            self._pipe("delete the old index", lambda p: [p.unlink(n) for n in names])
+        if raw is None:
+            # No worker claimed one yet: texts kept by a version that did not
+            # record it are in the method's first index, the default layout's.
+            names = [f"{self.base}:d:{method.name}:{byte:02x}" for byte in range(256)]
+            held = self._pipe("look for kept texts", lambda p: [p.exists(n) for n in names])
+            claim = method.name if any(held) else method.index_name
+            self._call(
+                "record the near-duplicate index", self.client.hsetnx, self._run_key, field, claim
+            )
+            raw = self._call(
+                "read the near-duplicate index", self.client.hget, self._run_key, field
+            )
+        current = (raw or b"").decode("utf-8", "replace")
+        if current == "" or "?" in current:
+            # Left by a version that re-indexed in place: texts are split
+            # between the indexes of workers with different settings.
+            raise StoreError(
+                f"namespace {self.namespace!r} of {self.uri} holds near-duplicate texts "
+                "split between two indexes (workers ran with different "
+                "DEDUP_NEAR_THRESHOLD): run once with -s DEDUP_RESET=1 to start the "
+                "namespace over, or use another DEDUP_NAMESPACE"
+            )
+        if current != method.index_name:
+            raise StoreError(
+                f"namespace {self.namespace!r} of {self.uri} holds near-duplicate texts "
+                f"indexed for {fitting_settings(current)}, and this crawl's settings need "
+                f"index {method.index_name!r}: run it with those settings, with "
+                "-s DEDUP_RESET=1 to start the namespace over, or with another "
+                "DEDUP_NAMESPACE"
+            )
         self._indexed.add(method.index_name)
-        logger.log(
-            logging.INFO if count else logging.DEBUG,
-            "Namespace %r of %s: re-indexed its %d near-duplicate texts as %r (they were "
-            "indexed as %r: DEDUP_NEAR_THRESHOLD or DEDUP_SIMHASH_MAX_DISTANCE changed) "
-            "in %.1f s",
-            self.namespace,
-            self.uri,
-            count,
-            method.index_name,
-            current.split("?")[0] or "none",
-            time.monotonic() - started,
-        )
-
-    def _reindex(self, method: NearMethod) -> int:
-        """File every text kept under ``method`` in its index; the number of texts."""
-        # Every fingerprint of a method has one size: the value's head.
-        size = len(method.encode(method.fingerprint("")))
-        count = 0
-        batch: dict[bytes, bytes] = {}
-        for byte in range(256):
-            name = f"{self.base}:d:{method.name}:{byte:02x}"
-            cursor = 0
-            while True:
-                cursor, docs = self._call(
-                    "read near-duplicate texts",
-                    self.client.hscan,
-                    name,
-                    cursor,
-                    count=_REINDEX_BATCH,
-                )
-                batch.update(docs)
-                if len(batch) >= _REINDEX_BATCH:
-                    count += self._index_texts(method, batch, size)
-                    batch = {}
-                if not cursor:
-                    break
-        return count + self._index_texts(method, batch, size)
-
-    def _index_texts(self, method: NearMethod, docs: dict[bytes, bytes], size: int) -> int:
-        """File ``docs`` (doc id -> fingerprint + URL) in ``method``'s index,
-        each in a free slot of each of its band keys unless it is there
-        already, in two reads at most and one write per hash; the number of
-        texts."""
-        bands: dict[str, list[tuple[bytes, bytes]]] = {}  # hash -> (band key, doc id)
-        count = 0
-        for doc, value in docs.items():
-            try:
-                fingerprint = method.decode(value[:size])
-            except ValueError:  # written with other parameters: not comparable
-                continue
-            count += 1
-            for name, field in self._bands(method, fingerprint):
-                bands.setdefault(name, []).append((field, doc))
-        # Slots fill in order: a band key whose first slot is free has none
-        # taken. Only the others (few: texts rarely share one) are read whole.
-        if not bands:
-            return count
-        names = list(bands)
-        firsts = self._pipe(
-            "read near-duplicate bands",
-            lambda p: [p.hmget(n, [f + _SLOTS[0] for f, _ in bands[n]]) for n in names],
-        )
-        taken = {
-            name: sorted({f for (f, _), v in zip(bands[name], values, strict=True) if v})
-            for name, values in zip(names, firsts, strict=True)
-        }
-        taken = {name: fields for name, fields in taken.items() if fields}
-        alls = (
-            self._pipe(
-                "read near-duplicate bands",
-                lambda p: [
-                    p.hmget(n, [f + s for f in fs for s in _SLOTS]) for n, fs in taken.items()
-                ],
-            )
-            if taken
-            else []
-        )
-        held: dict[tuple[str, bytes], list[bytes | None]] = {}  # band key -> its slots
-        for (name, fields), values in zip(taken.items(), alls, strict=True):
-            for i, field in enumerate(fields):
-                held[name, field] = values[8 * i : 8 * i + 8]
-        writes: dict[str, dict[bytes, bytes]] = {}
-        for name in names:
-            for field, doc in bands[name]:
-                slots = held.setdefault((name, field), [None] * len(_SLOTS))
-                if doc in slots or None not in slots:
-                    continue
-                free = slots.index(None)
-                slots[free] = doc
-                writes.setdefault(name, {})[field + _SLOTS[free]] = doc
-        # HSET, not one HSETNX a field: a text another worker files in the
-        # same slot between the read and this write loses that one band.
-        if writes:
-            self._pipe(
-                "re-index near-duplicate texts",
-                lambda p: [p.hset(n, mapping=fields) for n, fields in writes.items()],
-            )
-        return count
 
     # -- rel=canonical -----------------------------------------------------
 

@@ -6,8 +6,9 @@ them, so the same logic serves the memory, SQLite and Redis stores.
 
 Band keys depend on the method's parameters (MinHash: the band layout its
 threshold needs), so a store that keeps band keys files them under the
-method's :attr:`~NearMethod.index_name`, and re-indexes its fingerprints
-when a run asks for another one.
+method's :attr:`~NearMethod.index_name`; SQLite indexes its fingerprints
+anew at every start, Redis refuses a run whose index is another one
+(:func:`fitting_settings` tells which settings fit).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "NearMethod",
     "SimhashMethod",
     "doc_id",
+    "fitting_settings",
     "make_method",
 ]
 
@@ -204,3 +206,20 @@ def make_method(name: str, *, threshold: float, max_distance: int) -> NearMethod
     if name == "off":
         return None
     raise ValueError(f"unknown near-duplicate method {name!r}: use 'minhash', 'simhash' or 'off'")
+
+
+def fitting_settings(index_name: str) -> str:
+    """Which settings file texts in the index named ``index_name``, in words
+    (for a message asking a user to run with them)."""
+    method = index_name.partition("-")[0]
+    if method == "minhash":
+        fits = [t / 100 for t in range(50, 101) if MinHashMethod(t / 100).index_name == index_name]
+        if len(fits) == 1:
+            return f"DEDUP_NEAR_THRESHOLD={fits[0]:.2f}"
+        if fits:
+            return f"DEDUP_NEAR_THRESHOLD from {fits[0]:.2f} to {fits[-1]:.2f}"
+    elif method == "simhash":
+        radii = [str(d) for d in range(9) if SimhashMethod(d).index_name == index_name]
+        if radii:
+            return f"DEDUP_NEAR_METHOD='simhash' with DEDUP_SIMHASH_MAX_DISTANCE={radii[0]}"
+    return f"other settings (index {index_name!r})"

@@ -1,20 +1,25 @@
-"""A namespace filled with one DEDUP_NEAR_THRESHOLD and reopened with another
-finds its earlier texts: SQLite indexes its fingerprints anew at every start,
-Redis re-indexes them when the band layout changed. (A memory store lives for
-one run: tests/text/test_lsh_layout.py covers it.)"""
+"""A namespace filled with one DEDUP_NEAR_THRESHOLD and reopened with another:
+SQLite indexes its fingerprints anew at every start and finds the earlier
+texts; Redis refuses a run whose band layout is another one, at start, with a
+message saying what fits (re-indexing while other workers write cannot be made
+safe). (A memory store lives for one run: tests/text/test_lsh_layout.py.)"""
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from scrapy.utils.defer import deferred_f_from_coro_f
 
-from scrapy_dedup.stores import DedupStore, SqliteStore, open_store
+from scrapy_dedup.stores import DedupStore, SqliteStore, StoreError, open_store
 from scrapy_dedup.text.minhash import jaccard_estimate
 from scrapy_dedup.text.near import MinHashMethod
+from tests.conftest import crawl
+from tests.crawl_worker import NewsSpider
+from tests.site import Site, store_stage_routes
+from tests.test_store_crawls import ADDON
 from tests.text.neardup_corpus import pairs_at_similarity
 
 PREFIX = "scrapy-dedup-test"
@@ -29,26 +34,21 @@ def pairs() -> Pairs:
     return pairs_at_similarity(0.55, seed=3, per_document=1)[:80]
 
 
-@pytest.fixture(params=["sqlite", "redis", "redis_cluster"])
-def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
-    """Closes the store it opened last and opens the namespace again, as the next run does."""
+@pytest.fixture
+def reopen(tmp_path: Path) -> Iterator[Opener]:
+    """Closes the SQLite store it opened last and opens the namespace again,
+    as the next run does."""
     namespace = f"layout-{uuid.uuid4().hex[:10]}"
     opened: list[DedupStore] = []
-    url = "" if request.param == "sqlite" else request.getfixturevalue(f"{request.param}_url")
 
     def opener() -> DedupStore:
         if opened:
             opened[-1].close()
-        if url:
-            opened.append(open_store(url, namespace, prefix=PREFIX))
-        else:
-            opened.append(SqliteStore(tmp_path / "dedup.db", namespace))
+        opened.append(SqliteStore(tmp_path / "dedup.db", namespace))
         return opened[-1]
 
     yield opener
-    last = opener()
-    last.clear()
-    last.close()
+    opened[-1].close()
 
 
 def _keep(store: DedupStore, method: MinHashMethod, texts: list[str]) -> dict[str, str]:
@@ -91,116 +91,149 @@ def test_texts_kept_at_one_threshold_are_found_at_another(reopen: Opener, pairs:
         assert match is not None and match[0] == url
 
 
-def _keys(redis_url: str, pattern: str) -> list[bytes]:
+def _keys(store: DedupStore, pattern: str) -> list[bytes]:
+    return list(store.client.scan_iter(match=pattern, count=1000))  # type: ignore[attr-defined]
+
+
+def _index_field(redis_url: str, namespace: str, value: bytes | None = b"") -> bytes | None:
+    """The namespace's ``near:minhash`` field; deleted first when ``value`` is
+    None (as a namespace written before the field existed has it)."""
     import redis
 
     client = redis.Redis.from_url(redis_url)
     try:
-        return list(client.scan_iter(match=pattern, count=1000))
+        if value is None:
+            client.hdel(f"{PREFIX}:{namespace}:run", "near:minhash")
+        found: bytes | None = client.hget(f"{PREFIX}:{namespace}:run", "near:minhash")
+        return found
     finally:
         client.close()
 
 
-def _index_field(redis_url: str, namespace: str) -> bytes | None:
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    try:
-        value: bytes | None = client.hget(f"{PREFIX}:{namespace}:run", "near:minhash")
-        return value
-    finally:
-        client.close()
+@pytest.fixture(params=["redis", "redis_cluster"])
+def any_redis(request: pytest.FixtureRequest) -> str:
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
 
 
-def test_redis_reindexes_once_and_drops_the_old_index(
-    redis_url: str, pairs: Pairs, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_redis_refuses_another_layout_and_says_what_fits(any_redis: str, pairs: Pairs) -> None:
     namespace = f"layout-{uuid.uuid4().hex[:10]}"
-    base = f"{PREFIX}:{namespace}"
     default, low = MinHashMethod(0.75), MinHashMethod(0.5)
-    store = open_store(redis_url, namespace, prefix=PREFIX)
+    store = open_store(any_redis, namespace, prefix=PREFIX)
     try:
-        urls = _keep(store, default, [a for a, _, _ in pairs])
-        assert _keys(redis_url, f"{base}:n:minhash:*")
-        assert _index_field(redis_url, namespace) is None  # nothing new for the default
+        urls = _keep(store, default, [a for a, _, _ in pairs[:30]])
         store.close()
 
-        store = open_store(redis_url, namespace, prefix=PREFIX)
-        with caplog.at_level(logging.INFO, logger="scrapy_dedup.stores.redis"):
-            assert _found(store, low, pairs, urls) >= 0.97
-        assert f"re-indexed its {len(pairs)} near-duplicate texts as 'minhash-035x003'" in (
-            caplog.text
-        )
-        assert "they were indexed as 'minhash'" in caplog.text
-        assert _index_field(redis_url, namespace) == b"minhash-035x003"
-        assert not _keys(redis_url, f"{base}:n:minhash:*")
-        assert len(_keys(redis_url, f"{base}:n:minhash-035x003:*")) > 200
-        store.close()
-
-        caplog.clear()
-        store = open_store(redis_url, namespace, prefix=PREFIX)
-        near = MinHashMethod(0.501)  # another threshold, the same layout: no re-index
-        assert near.index_name == low.index_name
-        with caplog.at_level(logging.INFO, logger="scrapy_dedup.stores.redis"):
-            assert _found(store, near, pairs, urls) >= 0.97
-        assert "re-indexed" not in caplog.text
-
-        store.clear()
-        assert not _keys(redis_url, f"{base}:n:*")
-        assert _index_field(redis_url, namespace) is None
-    finally:
-        store.clear()  # after a failure
-        store.close()
-
-
-def test_redis_keeps_a_default_namespace_as_it_is(redis_url: str, pairs: Pairs) -> None:
-    """Every threshold above 0.707 uses the 16 bands of 4 rows stores were
-    written with: a namespace filled at 0.75 opened at 0.9 is read as it is."""
-    namespace = f"layout-{uuid.uuid4().hex[:10]}"
-    base = f"{PREFIX}:{namespace}"
-    store = open_store(redis_url, namespace, prefix=PREFIX)
-    try:
-        urls = _keep(store, MinHashMethod(0.75), [a for a, _, _ in pairs[:20]])
-        names = sorted(_keys(redis_url, f"{base}:n:*"))
-        store.close()
-        store = open_store(redis_url, namespace, prefix=PREFIX)
-        high = MinHashMethod(0.9)
+        store = open_store(any_redis, namespace, prefix=PREFIX)
+        with pytest.raises(StoreError) as refused:
+            store.use_near(low)
+        message = str(refused.value)
+        assert f"namespace {namespace!r} of " in message
+        assert "indexed for DEDUP_NEAR_THRESHOLD from 0.71 to 1.00" in message
+        assert "index 'minhash-035x003'" in message
+        assert "DEDUP_RESET=1" in message and "DEDUP_NAMESPACE" in message
+        with pytest.raises(StoreError):  # not by a lookup either
+            store.match_near(low, low.fingerprint(pairs[0][1]))
+        high = MinHashMethod(0.9)  # the same 16 bands of 4 rows: its texts are found
+        store.use_near(high)
         for text, url in urls.items():
             match = store.match_near(high, high.fingerprint(text))
             assert match is not None and match[0] == url
-        assert sorted(_keys(redis_url, f"{base}:n:*")) == names
-        assert _index_field(redis_url, namespace) is None
+        assert not _keys(store, f"{PREFIX}:{namespace}:n:minhash-*")
+
+        store.clear()  # DEDUP_RESET: the namespace starts over, any layout fits
+        store.use_near(low)
+        urls = _keep(store, low, [a for a, _, _ in pairs[30:]])
+        assert _found(store, low, pairs[30:], urls) >= 0.97
+        store.close()
+        store = open_store(any_redis, namespace, prefix=PREFIX)
+        with pytest.raises(StoreError, match=r"indexed for DEDUP_NEAR_THRESHOLD=0\.50"):
+            store.use_near(default)
     finally:
         store.clear()
         store.close()
 
 
-def test_a_worker_left_on_the_old_threshold_is_caught_up_by_the_next_start(
-    redis_url: str, pairs: Pairs, caplog: pytest.LogCaptureFixture
+def test_redis_reads_a_namespace_written_before_the_layout_was_recorded(
+    redis_url: str, pairs: Pairs
 ) -> None:
-    """Workers of one namespace restarted one by one with a new threshold: the
-    one still on the old threshold keeps texts only the old index holds. It
-    says so, and the next worker to start re-indexes them."""
+    """Texts kept by an earlier version (no ``near:minhash`` field) are in the
+    default layout's index: kept as they are at 0.75, refused at 0.5."""
     namespace = f"layout-{uuid.uuid4().hex[:10]}"
     default, low = MinHashMethod(0.75), MinHashMethod(0.5)
-    old = open_store(redis_url, namespace, prefix=PREFIX)
-    new = open_store(redis_url, namespace, prefix=PREFIX)
-    late = None
+    store = open_store(redis_url, namespace, prefix=PREFIX)
     try:
-        urls = _keep(old, default, [a for a, _, _ in pairs[:40]])
-        assert _found(new, low, pairs[:40], urls) >= 0.97  # re-indexed at its first lookup
-        with caplog.at_level(logging.WARNING, logger="scrapy_dedup.stores.redis"):
-            urls |= _keep(old, default, [a for a, _, _ in pairs[40:]])
-        assert caplog.text.count("another worker indexes near-duplicate texts as") == 1
-        assert "'minhash-035x003', this one as 'minhash'" in caplog.text
-        assert _index_field(redis_url, namespace) == b""  # no index holds them all
-        assert _found(new, low, pairs[40:], urls) < 0.5  # missed until a restart
+        urls = _keep(store, default, [a for a, _, _ in pairs[:20]])
+        store.close()
+        assert _index_field(redis_url, namespace, None) is None
 
-        late = open_store(redis_url, namespace, prefix=PREFIX)
-        assert _found(late, low, pairs, urls) >= 0.97
-        assert _index_field(redis_url, namespace) == b"minhash-035x003"
+        store = open_store(redis_url, namespace, prefix=PREFIX)
+        with pytest.raises(StoreError, match=r"from 0\.71 to 1\.00"):
+            store.use_near(low)
+        assert _index_field(redis_url, namespace) == b"minhash"
+        store.close()
+
+        assert _index_field(redis_url, namespace, None) is None
+        store = open_store(redis_url, namespace, prefix=PREFIX)
+        for text, url in urls.items():
+            match = store.match_near(default, default.fingerprint(text))
+            assert match is not None and match[0] == url
+        assert _index_field(redis_url, namespace) == b"minhash"
+        store.close()
+
+        # An earlier version marked a namespace split between two indexes "".
+        store = open_store(redis_url, namespace, prefix=PREFIX)
+        store.client.hset(f"{PREFIX}:{namespace}:run", "near:minhash", "")  # type: ignore[attr-defined]
+        with pytest.raises(StoreError, match="split between two indexes"):
+            store.use_near(default)
     finally:
-        (late or old).clear()
-        for store in (old, new, late):
-            if store is not None:
-                store.close()
+        store.clear()
+        store.close()
+
+
+def test_of_two_workers_starting_with_different_thresholds_the_second_refuses(
+    redis_url: str,
+) -> None:
+    """Both start on an empty namespace: the first to look claims the layout."""
+    namespace = f"layout-{uuid.uuid4().hex[:10]}"
+    first = open_store(redis_url, namespace, prefix=PREFIX)
+    second = open_store(redis_url, namespace, prefix=PREFIX)
+    try:
+        first.use_near(MinHashMethod(0.5))
+        assert _index_field(redis_url, namespace) == b"minhash-035x003"
+        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD=0\.50"):
+            second.use_near(MinHashMethod(0.75))
+        second.use_near(MinHashMethod(0.5))
+    finally:
+        first.clear()
+        first.close()
+        second.close()
+
+
+@deferred_f_from_coro_f
+async def test_a_crawl_with_another_threshold_on_a_redis_namespace_does_not_start(
+    fresh_site: Site, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As a user meets it: the second crawl fetches nothing and says why."""
+    fresh_site.routes.update(store_stage_routes()[0])
+    prefix = f"{PREFIX}-{uuid.uuid4().hex[:8]}"
+    settings = {**ADDON, "DEDUP_STORE": redis_url, "DEDUP_REDIS_PREFIX": prefix}
+    first = await crawl(NewsSpider, settings, start=fresh_site.url("/"))
+    assert first.items
+    fresh_site.reset()
+    with pytest.raises(StoreError):
+        await crawl(
+            NewsSpider, {**settings, "DEDUP_NEAR_THRESHOLD": 0.5}, start=fresh_site.url("/")
+        )
+    assert fresh_site.fetched() == []
+    assert "Cannot use the dedup store: namespace 'news' of redis://" in caplog.text
+    # Starting over is one setting away.
+    third = await crawl(
+        NewsSpider,
+        {**settings, "DEDUP_NEAR_THRESHOLD": 0.5, "DEDUP_RESET": True},
+        start=fresh_site.url("/"),
+    )
+    assert len(third.items) == len(first.items)
+    store = open_store(redis_url, "news", prefix=prefix)
+    store.clear()
+    store.close()
