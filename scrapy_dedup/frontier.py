@@ -126,7 +126,15 @@ class DedupFrontierMiddleware:
                 continue
             meta = {**request.meta, "dedup_restored": True}
             meta.pop("dedup_failed", None)
-            restored.append(request.replace(dont_filter=False, meta=meta))
+            request = request.replace(dont_filter=False, meta=meta)
+            new_key = self.keys.compute(request).key
+            if new_key != key:
+                # Keyed otherwise now (DEDUP_URL_* rules or the fingerprinter
+                # changed): the row moves to the key this run settles it under,
+                # or it would be restored again by every later run.
+                self.store.add_pending(new_key, text)
+                self.store.done_pending(key)
+            restored.append(request)
         if restored:
             self.stats.inc_value("dedup/frontier/restored", len(restored))
             logger.info(

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from scrapy.utils.defer import deferred_f_from_coro_f
+from scrapy.utils.request import RequestFingerprinter
 
 from scrapy_dedup import forget
 from scrapy_dedup.state import resolve_sqlite_path
@@ -306,16 +307,61 @@ async def test_a_page_that_always_fails_is_given_up_after_the_retries(
     assert "Giving up 1 requests" in caplog.text and "/flaky/2" in caplog.text
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_a_failed_page_keyed_otherwise_by_the_next_run_is_restored_once(
+    fresh_site: Site, tmp_path: Path, redis_url: str, redis_prefix: str, kind: str
+) -> None:
+    """The URL rules changed between runs: the failed page's row was written
+    under its old key, and is settled under its new one."""
+    content: dict[str, str] = {}
+    _chain_site(fresh_site, content, length=3)
+    good = fresh_site.routes["/flaky/2"]
+    fresh_site.routes["/flaky/2"] = lambda q: Reply(status=503, body="busy")
+    settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
+    first = await crawl(
+        NewsSpider, {**settings, "DEDUP_URL_RULES": {"scheme": False}}, start=fresh_site.url("/")
+    )
+    assert first.stats["dedup/frontier/failed"] == 1
+
+    fresh_site.routes["/flaky/2"] = good
+    fresh_site.reset()
+    second = await crawl(NewsSpider, settings, start=fresh_site.url("/"))
+    assert second.stats["dedup/frontier/restored"] == 1
+    assert "/flaky/2" in fresh_site.fetched() and "/flaky/3" in fresh_site.fetched()
+    fresh_site.reset()
+    third = await crawl(NewsSpider, settings, start=fresh_site.url("/"))
+    assert "dedup/frontier/restored" not in third.stats
+    assert fresh_site.fetched() == ["/"]
+
+
 # -- DEDUP_RECRAWL_AFTER and forgetting URLs -----------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+class ProjectFingerprinter(RequestFingerprinter):
+    """A project's own request fingerprinter (scrapy-zyte-api and
+    scrapy-playwright install theirs): it decides the keys of a crawl."""
+
+
+# A custom fingerprinter keys pages by its fingerprints: DEDUP_RECRAWL_AFTER
+# and forget() must find them under those.
+STORES_AND_FINGERPRINTERS = [("sqlite", None), ("redis", None), ("sqlite", ProjectFingerprinter)]
+
+
+@pytest.mark.parametrize(("kind", "fingerprinter"), STORES_AND_FINGERPRINTERS)
 @deferred_f_from_coro_f
 async def test_recrawl_after_fetches_kept_pages_again_and_compares_their_text(
-    blog: tuple[Site, dict[str, str]], tmp_path: Path, redis_url: str, redis_prefix: str, kind: str
+    blog: tuple[Site, dict[str, str]],
+    tmp_path: Path,
+    redis_url: str,
+    redis_prefix: str,
+    kind: str,
+    fingerprinter: type | None,
 ) -> None:
     site, _ = blog
     settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
+    if fingerprinter is not None:
+        settings["REQUEST_FINGERPRINTER_CLASS"] = fingerprinter
     first = await crawl(NewsSpider, {**settings, "DEDUP_RECRAWL_AFTER": "1s"}, start=site.url("/"))
     kept_pages = {_path(item["url"]) for item in first.items}
     time.sleep(2.1)  # times are kept to the second
@@ -339,13 +385,20 @@ async def test_recrawl_after_fetches_kept_pages_again_and_compares_their_text(
     assert third.items == []
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize(("kind", "fingerprinter"), STORES_AND_FINGERPRINTERS)
 @deferred_f_from_coro_f
 async def test_forgotten_urls_are_fetched_by_the_next_run(
-    blog: tuple[Site, dict[str, str]], tmp_path: Path, redis_url: str, redis_prefix: str, kind: str
+    blog: tuple[Site, dict[str, str]],
+    tmp_path: Path,
+    redis_url: str,
+    redis_prefix: str,
+    kind: str,
+    fingerprinter: type | None,
 ) -> None:
     site, _ = blog
     settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
+    if fingerprinter is not None:
+        settings["REQUEST_FINGERPRINTER_CLASS"] = fingerprinter
     await crawl(NewsSpider, settings, start=site.url("/"))
     # Any spelling of the URL: it is canonicalized like the crawl's requests.
     gone = forget(
