@@ -340,6 +340,8 @@ class URLCanonicalizer:
                     f"known: {', '.join(sorted(_HOST_RULE_KEYS))}"
                 )
             normalized[_rule_host(host)] = overrides
+        # A host is looked up by its suffixes of at most this many labels.
+        self._max_labels = max((h.count(".") + 1 for h in normalized), default=0)
         # Parents first, so a subdomain's rule builds on its parent's.
         for host in sorted(normalized, key=lambda h: h.count(".")):
             overrides = normalized[host]
@@ -366,6 +368,11 @@ class URLCanonicalizer:
         if not self._hosts:
             return self._default
         candidate = host.rstrip(".")
+        # Only suffixes as long as a rule's host can match: a hostile host of
+        # 100k labels is not sliced 100k times.
+        labels = candidate.rsplit(".", self._max_labels)
+        if len(labels) > self._max_labels:
+            candidate = candidate[len(labels[0]) + 1 :]
         while True:
             cfg = self._hosts.get(candidate)
             if cfg is not None:

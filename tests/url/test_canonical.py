@@ -215,6 +215,21 @@ def test_host_rules_match_however_the_host_is_written() -> None:
     assert canon("https://shop.example.org/a/?src=1") == "https://shop.example.org/a/?src=1"
 
 
+def test_host_rules_reach_hosts_of_many_labels() -> None:
+    """Lookups are bounded by the longest rule host (3 labels here); a host of
+    thousands of labels still finds its rule, and one just outside does not."""
+    canon = URLCanonicalizer(
+        host_rules={"a.shop.example": {"trailing_slash": False}, "example": {"keep_params": ["x"]}}
+    )
+    deep = "x." * 5000 + "a.shop.example"
+    assert canon(f"https://{deep}/p/?x=1") == f"https://{deep}/p/?x=1"
+    assert canon(f"https://{'x.' * 5000}b.shop.example/p/?x=1") == (
+        f"https://{'x.' * 5000}b.shop.example/p?x=1"
+    )
+    assert canon("https://a.shop.example/p/") == "https://a.shop.example/p/"
+    assert canon("https://shop.example/p/") == "https://shop.example/p"
+
+
 def test_unknown_rule_names_are_errors() -> None:
     with pytest.raises(ValueError, match="trailing_slashes"):
         URLCanonicalizer(trailing_slashes=False)
