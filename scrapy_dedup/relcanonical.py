@@ -29,7 +29,6 @@ _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 #: megabytes, and parsing costs about 1 µs a byte).
 LINK_HEADER_BUDGET = 16 * 1024
 _BOM_OR_SPACE = b"\xef\xbb\xbf\t\n\x0c\r "
-_TOO_LONG = "\0too long"  # a marker no header parses to
 
 
 class RelCanonicalMiddleware:
@@ -125,13 +124,9 @@ class RelCanonicalMiddleware:
         """The canonical URL the response declares, resolved; ``None`` when it
         declares none, when the Link header and the HTML disagree, or when it
         is longer than Scrapy's ``URLLENGTH_LIMIT`` (counted as ``too_long``)."""
-        too_long = False
-        from_header = from_html = None
-        header = self._header_target(response)
-        if header is _TOO_LONG:
-            too_long = True
-        elif header:
-            from_header = resolve(header, response.url)
+        from_html = None
+        header, too_long = self._header_target(response)
+        from_header = resolve(header, response.url) if header else None
         if isinstance(response, TextResponse) and self._is_html(response):
             encoding = _declared_encoding(response, self.head_limit)
             head = read_head(response.body, encoding=encoding, limit=self.head_limit)
@@ -152,20 +147,23 @@ class RelCanonicalMiddleware:
             return None
         return from_html or from_header
 
-    def _header_target(self, response: Response) -> str | None:
-        """The target of a ``Link: <…>; rel=canonical`` header, parsing at most
-        :data:`LINK_HEADER_BUDGET` bytes of the values that mention it
-        (:data:`_TOO_LONG` when they are longer)."""
+    def _header_target(self, response: Response) -> tuple[str | None, bool]:
+        """The target of a ``Link: <…>; rel=canonical`` header, and whether a
+        value was skipped as too long. Only values that mention it are parsed,
+        at most :data:`LINK_HEADER_BUDGET` bytes of them: a longer one is
+        skipped, not the others."""
         values = []
         budget = LINK_HEADER_BUDGET
+        skipped = False
         for value in response.headers.getlist(b"Link"):
             if b"canonical" not in value.lower():
                 continue
             if len(value) > budget:
-                return _TOO_LONG
+                skipped = True
+                continue
             budget -= len(value)
             values.append(value)
-        return parse_link_header(values) if values else None
+        return (parse_link_header(values) if values else None), skipped
 
     def _fits(self, url: str) -> bool:
         return not self.max_url_length or len(url) <= self.max_url_length

@@ -45,6 +45,18 @@ def hostile_routes() -> dict[str, Route]:
                 "Link": [f"</c/{i}/{fill}>; rel=canonical" for i in range(100)],
             },
         ),
+        # long values that mention "canonical" use up the budget: the short
+        # canonical after them is still read
+        "/link-budget": lambda q: Reply(
+            body=_html("link budget").body,
+            headers={
+                "Content-Type": "text/html",
+                "Link": [
+                    *(f"</s/{i}/{fill}/canonical.js>; rel=preload" for i in range(3)),
+                    '</link-target>; rel="canonical"',
+                ],
+            },
+        ),
         # canonical hrefs of 250 KiB: a path, a subdomain, a run of "%"
         "/long-path": lambda q: _html("long path", f'<link rel=canonical href="/{"a" * BIG}">'),
         "/long-host": lambda q: _html(
@@ -97,12 +109,13 @@ async def test_a_hostile_site_is_crawled_whole_and_nothing_long_is_kept(
     # sensible declarations are followed, read the way browsers read the page
     assert filed[url("/bom")] == url("/bom-canonical")
     assert filed[url("/after-head")] == url("/after-target")
+    assert filed[url("/link-budget")] == url("/link-target")
     assert stats["dedup/canonical/after_head"] == 1
     # absurd ones leave the page under its own URL, and are counted
     for path in ("/canonical-headers", "/long-path", "/long-host", "/percent", "/lt-flood"):
         assert filed[url(path)] == url(path), path
-    assert stats["dedup/canonical/ignored/too_long"] == 4
-    assert stats["dedup/canonical/applied"] == 2
+    assert stats["dedup/canonical/ignored/too_long"] == 5  # and /link-budget's skipped values
+    assert stats["dedup/canonical/applied"] == 3
     # what the crawl keeps about canonicals stays short
     state = CrawlState._states[result.crawler]
     longest = max(
