@@ -656,9 +656,20 @@ class RedisStore(DedupStore):
         candidates: dict[bytes, None] = {}
         free: list[bytes | None] = []  # per band: the first free slot's field
 
-        answers = self._pipe(
-            "look up near duplicates", lambda p: [p.hmget(n, fs) for n, fs in bands_fields]
-        )
+        def lookup(pipe: Any) -> None:
+            for name, fields in bands_fields:
+                pipe.hmget(name, fields)
+            # The claim, checked in the same round trip: a DEDUP_RESET by
+            # another worker deletes it, a worker with other settings may take it.
+            pipe.hget(self._run_key, f"near:{method.name}")
+
+        answers = self._pipe("look up near duplicates", lookup)
+        claim = answers.pop()
+        if claim is None:  # reset meanwhile: claim the layout again
+            claim = self._claim_layout(method, method.index_name)
+        if claim != method.index_name.encode():
+            self._indexed.discard(method.index_name)
+            raise StoreError(self._refusal(method, claim.decode("utf-8", "replace")))
         for (_, field), values in zip(bands, answers, strict=True):
             free.append(
                 next((field + s for s, v in zip(_SLOTS, values, strict=True) if v is None), None)
@@ -713,40 +724,59 @@ class RedisStore(DedupStore):
         """Claim the namespace's near-duplicate index for ``method``'s layout,
         or raise :class:`StoreError` when its texts are in another one (an
         earlier run or another worker used another ``DEDUP_NEAR_THRESHOLD``
-        or ``DEDUP_SIMHASH_MAX_DISTANCE``)."""
+        or ``DEDUP_SIMHASH_MAX_DISTANCE``). Every lookup checks the claim
+        again, in its own round trip."""
         field = f"near:{method.name}"
         raw = self._call("read the near-duplicate index", self.client.hget, self._run_key, field)
         if raw is None:
-            # No worker claimed one yet: texts kept by a version that did not
-            # record it are in the method's first index, the default layout's.
-            names = [f"{self.base}:d:{method.name}:{byte:02x}" for byte in range(256)]
-            held = self._pipe("look for kept texts", lambda p: [p.exists(n) for n in names])
-            claim = method.name if any(held) else method.index_name
-            self._call(
-                "record the near-duplicate index", self.client.hsetnx, self._run_key, field, claim
-            )
-            raw = self._call(
-                "read the near-duplicate index", self.client.hget, self._run_key, field
-            )
-        current = (raw or b"").decode("utf-8", "replace")
+            # Unclaimed: a new namespace, one written before claims were
+            # recorded, or one another worker is resetting. The index that
+            # holds band keys is the one in use.
+            raw = self._claim_layout(method, self._index_in_use(method) or method.index_name)
+        current = raw.decode("utf-8", "replace")
+        if current != method.index_name:
+            raise StoreError(self._refusal(method, current))
+        self._indexed.add(method.index_name)
+
+    def _claim_layout(self, method: NearMethod, index: str) -> bytes:
+        """Claim ``index`` for ``method`` unless a worker did: the claim held."""
+        field = f"near:{method.name}"
+        self._call(
+            "record the near-duplicate index", self.client.hsetnx, self._run_key, field, index
+        )
+        raw = self._call("read the near-duplicate index", self.client.hget, self._run_key, field)
+        return raw or b""
+
+    def _index_in_use(self, method: NearMethod) -> str | None:
+        """The name of an index of ``method`` that holds band keys, if any."""
+        base = re.sub(r"([\\*?\[\]])", r"\\\1", f"{self.base}:n:{method.name}")
+        start = len(self.base) + 3
+        for pattern in (f"{base}:[0-9a-f][0-9a-f]", f"{base}-*"):
+            found = self._call("look for near-duplicate indexes", self._first_key, pattern)
+            if found is not None:
+                return str(found.decode("utf-8", "replace")[start:-3])
+        return None
+
+    def _first_key(self, pattern: str) -> bytes | None:
+        return next(iter(self.client.scan_iter(match=pattern, count=1000)), None)
+
+    def _refusal(self, method: NearMethod, current: str) -> str:
         if current == "" or "?" in current:
             # Left by a version that re-indexed in place: texts are split
             # between the indexes of workers with different settings.
-            raise StoreError(
+            return (
                 f"namespace {self.namespace!r} of {self.uri} holds near-duplicate texts "
                 "split between two indexes (workers ran with different "
                 "DEDUP_NEAR_THRESHOLD): run once with -s DEDUP_RESET=1 to start the "
                 "namespace over, or use another DEDUP_NAMESPACE"
             )
-        if current != method.index_name:
-            raise StoreError(
-                f"namespace {self.namespace!r} of {self.uri} holds near-duplicate texts "
-                f"indexed for {fitting_settings(current)}, and this crawl's settings need "
-                f"index {method.index_name!r}: run it with those settings, with "
-                "-s DEDUP_RESET=1 to start the namespace over, or with another "
-                "DEDUP_NAMESPACE"
-            )
-        self._indexed.add(method.index_name)
+        return (
+            f"namespace {self.namespace!r} of {self.uri} holds near-duplicate texts "
+            f"indexed for {fitting_settings(current)}, and this crawl's settings need "
+            f"index {method.index_name!r}: run it with those settings, with "
+            "-s DEDUP_RESET=1 to start the namespace over (every worker of the "
+            "namespace restarted), or with another DEDUP_NAMESPACE"
+        )
 
     # -- rel=canonical -----------------------------------------------------
 
@@ -791,7 +821,7 @@ class RedisStore(DedupStore):
         patterns = [f"{base}:u:{hex2}{hex2}"]
         if not urls_only:
             patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}{hex2}"]
-            patterns += [f"{base}:p:{hex2}", f"{base}:run"]
+            patterns += [f"{base}:p:{hex2}"]
             self._adds.clear()
             self._dones.clear()
             self._keeps.clear()
@@ -800,6 +830,8 @@ class RedisStore(DedupStore):
                 patterns += [f"{base}:n:{method}:{hex2}", f"{base}:d:{method}:{hex2}"]
                 patterns.append(f"{base}:n:{method}{INDEX_SUFFIX_GLOB}:{hex2}")
             self._indexed.clear()
+            # Last: the near-duplicate claim goes once no band key is left.
+            patterns.append(f"{base}:run")
         try:
             for pattern in patterns:
                 names = list(self.client.scan_iter(match=pattern, count=1000))

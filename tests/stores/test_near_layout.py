@@ -237,3 +237,56 @@ async def test_a_crawl_with_another_threshold_on_a_redis_namespace_does_not_star
     store = open_store(redis_url, "news", prefix=prefix)
     store.clear()
     store.close()
+
+
+def test_a_reset_by_another_worker_is_noticed_at_the_next_lookup(
+    redis_url: str, pairs: Pairs
+) -> None:
+    """Worker A runs at 0.5; B starts with DEDUP_RESET at 0.75 and claims the
+    emptied namespace. A's next lookup fails loudly (its texts would go to an
+    index B never reads) instead of filing them there."""
+    namespace = f"layout-{uuid.uuid4().hex[:10]}"
+    low, default = MinHashMethod(0.5), MinHashMethod(0.75)
+    a = open_store(redis_url, namespace, prefix=PREFIX)
+    b = open_store(redis_url, namespace, prefix=PREFIX)
+    try:
+        a.use_near(low)
+        _keep(a, low, [x for x, _, _ in pairs[:5]])
+        b.clear()
+        b.use_near(default)
+        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD from 0\.71 to 1\.00"):
+            a.match_near(low, low.fingerprint(pairs[5][0]))
+    finally:
+        b.clear()
+        a.close()
+        b.close()
+
+
+def test_a_reset_with_the_same_settings_leaves_running_workers_going(
+    redis_url: str, pairs: Pairs
+) -> None:
+    """B resets with A's settings; A keeps a text before B claims again: A
+    claims its own layout (the one B needs), and both go on, neither refused."""
+    namespace = f"layout-{uuid.uuid4().hex[:10]}"
+    low = MinHashMethod(0.5)
+    a = open_store(redis_url, namespace, prefix=PREFIX)
+    b = open_store(redis_url, namespace, prefix=PREFIX)
+    c = None
+    try:
+        a.use_near(low)
+        b.clear()
+        urls = _keep(a, low, [x for x, _, _ in pairs[:20]])
+        assert _index_field(redis_url, namespace) == b"minhash-035x003"
+        b.use_near(low)
+        assert _found(b, low, pairs[:20], urls) >= 0.97
+        # An unclaimed namespace whose band keys are in a suffixed index is
+        # claimed for that index, not taken for the default one.
+        _index_field(redis_url, namespace, None)
+        c = open_store(redis_url, namespace, prefix=PREFIX)
+        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD=0\.50"):
+            c.use_near(MinHashMethod(0.75))
+    finally:
+        b.clear()
+        for store in (a, b, c):
+            if store is not None:
+                store.close()
