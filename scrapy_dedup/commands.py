@@ -6,8 +6,10 @@ import argparse
 import sys
 from typing import Any, ClassVar
 
+from scrapy import Spider
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 
 from scrapy_dedup.forget import forget
 from scrapy_dedup.stores import StoreError
@@ -47,7 +49,13 @@ class DedupCommand(ScrapyCommand):
             raise UsageError("name the URLs to forget, or --prefix")
         assert self.settings is not None
         try:
-            forgotten = forget(urls, opts.prefix, namespace=namespace, settings=self.settings)
+            forgotten = forget(
+                urls,
+                opts.prefix,
+                namespace=namespace,
+                settings=self.settings,
+                spidercls=self._spider(namespace),
+            )
         except (StoreError, ValueError) as exc:
             print(f"scrapy dedup forget: {exc}", file=sys.stderr)
             self.exitcode = 1
@@ -55,3 +63,13 @@ class DedupCommand(ScrapyCommand):
         for url in forgotten:
             print(f"forgotten: {url}")
         print(f"{len(forgotten)} pages forgotten in namespace {namespace!r}")
+
+    def _spider(self, namespace: str) -> type[Spider] | None:
+        """The project's spider named ``namespace`` (its settings key its
+        pages), or ``None`` outside a project or for a namespace of its own."""
+        assert self.settings is not None
+        try:
+            loader = get_spider_loader(self.settings)
+            return loader.load(namespace)
+        except Exception:  # no project, or no such spider
+            return None

@@ -26,6 +26,7 @@ def forget(
     *,
     namespace: str,
     settings: Settings | dict[str, Any] | None = None,
+    spidercls: type[Spider] | None = None,
 ) -> list[str]:
     """Forget the kept pages of ``urls`` (any spelling: they are
     canonicalized with the project's ``DEDUP_URL_*`` rules) and those whose
@@ -35,10 +36,17 @@ def forget(
     unchanged page's item is dropped as a duplicate of itself. Returns what
     was forgotten. Run it between crawls: an SQLite namespace in use by a
     crawl is locked.
+
+    Settings are read as a crawl of ``spidercls`` reads them (its
+    ``custom_settings`` and the ``ADDONS`` applied), so URL rules and a
+    request fingerprinter set there key pages as the crawl did.
     """
     settings = settings if isinstance(settings, Settings) else Settings(settings or {})
+    crawler = Crawler(spidercls or Spider, settings)
+    crawler.addons.load_settings(crawler.settings)
+    settings = crawler.settings
     config = DedupConfig.from_settings(settings)
-    key_of = RequestKeys(config.canonicalizer(), _fingerprinter(settings), Request).of_url
+    key_of = RequestKeys(config.canonicalizer(), _fingerprinter(crawler), Request).of_url
 
     store = open_store(
         resolve_sqlite_path(config.store),
@@ -56,15 +64,15 @@ def forget(
     return [named.get(label, label) for label in forgotten]
 
 
-def _fingerprinter(settings: Settings) -> Any:
-    """The project's ``REQUEST_FINGERPRINTER_CLASS`` when it is not Scrapy's
+def _fingerprinter(crawler: Crawler) -> Any:
+    """The crawl's ``REQUEST_FINGERPRINTER_CLASS`` when it is not Scrapy's
     default (it decides the keys of a crawl, so it decides these too)."""
-    name = settings["REQUEST_FINGERPRINTER_CLASS"]
+    name = crawler.settings["REQUEST_FINGERPRINTER_CLASS"]
     cls = load_object(name) if isinstance(name, str) else name
     if cls is RequestFingerprinter:
         return None
     try:
-        return build_from_crawler(cls, Crawler(Spider, settings))
+        return build_from_crawler(cls, crawler)
     except Exception as exc:
         raise ValueError(
             f"cannot build REQUEST_FINGERPRINTER_CLASS {name!r} outside a crawl "

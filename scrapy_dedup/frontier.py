@@ -111,6 +111,8 @@ class DedupFrontierMiddleware:
         queue holds the others."""
         restored: list[Request] = []
         given_up: list[str] = []
+        gone: list[int] = []  # rows given up, or moved to another key
+        moved: dict[int, str] = {}  # new key -> the row moved there
         unreadable = 0
         only_failed = not self.store.resume_all
         for key, text in self.store.pending_requests():
@@ -122,7 +124,7 @@ class DedupFrontierMiddleware:
                 continue
             if int(request.meta.get("dedup_attempts", 0)) >= self.max_retries:
                 given_up.append(request.url)
-                self.store.done_pending(key)
+                gone.append(key)
                 continue
             meta = {**request.meta, "dedup_restored": True}
             meta.pop("dedup_failed", None)
@@ -132,9 +134,16 @@ class DedupFrontierMiddleware:
                 # Keyed otherwise now (DEDUP_URL_* rules or the fingerprinter
                 # changed): the row moves to the key this run settles it under,
                 # or it would be restored again by every later run.
-                self.store.add_pending(new_key, text)
-                self.store.done_pending(key)
+                moved[new_key] = text
+                gone.append(key)
             restored.append(request)
+        # Rows are deleted only where no row moves to: one row's new key may
+        # be another's old key.
+        for key in gone:
+            if key not in moved:
+                self.store.done_pending(key)
+        for key, text in moved.items():
+            self.store.add_pending(key, text)
         if restored:
             self.stats.inc_value("dedup/frontier/restored", len(restored))
             logger.info(

@@ -151,6 +151,7 @@ class CrawlState:
             self.store.use_near(method)
         except StoreError as exc:
             logger.error("Cannot use the dedup store: %s", exc)
+            self.close()  # the crawl does not start: leave the run now
             raise
 
     @property

@@ -19,11 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy import Request, Spider
+from scrapy.settings import Settings
 from scrapy.utils.defer import deferred_f_from_coro_f
 from scrapy.utils.request import RequestFingerprinter
+from scrapy.utils.test import get_crawler
 
 from scrapy_dedup import forget
+from scrapy_dedup.config import DedupConfig
+from scrapy_dedup.frontier import DedupFrontierMiddleware
+from scrapy_dedup.keys import RequestKeys
+from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import resolve_sqlite_path
+from scrapy_dedup.stores import open_store
 from tests.conftest import crawl
 from tests.crawl_worker import NewsSpider
 from tests.site import Reply, Site, article, store_stage_routes
@@ -335,6 +343,62 @@ async def test_a_failed_page_keyed_otherwise_by_the_next_run_is_restored_once(
     assert fresh_site.fetched() == ["/"]
 
 
+class _ChainSpider(Spider):
+    name = "chain"
+
+    def parse(self, response: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_rows_moved_to_new_keys_survive_when_one_row_takes_anothers_old_key(
+    tmp_path: Path, redis_url: str, redis_prefix: str, kind: str
+) -> None:
+    """The new rules give /p/ the key the old ones gave /p?sid=1, and /p?sid=1
+    a key of its own: both rows move, and both are there for the next run even
+    if this one is killed before it fetches anything."""
+    store_settings = _store_settings(kind, tmp_path, redis_url, redis_prefix)
+    frontier = {"SPIDER_MIDDLEWARES": {"scrapy_dedup.DedupFrontierMiddleware": 10}}
+    old_rules = {"DEDUP_URL_STRIP_PARAMS": ["sid"], "DEDUP_URL_RULES": {"trailing_slash": False}}
+
+    def keys(settings: dict[str, Any]) -> RequestKeys:
+        return RequestKeys(DedupConfig.from_settings(Settings(settings)).canonicalizer())
+
+    spider = _ChainSpider()
+    old, new = keys(old_rules), keys({})
+    # Redis hands rows back by the key's top byte: find a pair where the row
+    # that moves comes first.
+    for i in range(200):
+        x = Request(f"https://h.example/p{i}/", callback=spider.parse)
+        y = Request(f"https://h.example/p{i}?sid=1", callback=spider.parse)
+        k1, k2 = old.compute(x).key, old.compute(y).key
+        assert new.compute(x).key == k2 and new.compute(y).key not in (k1, k2)
+        if kind == "sqlite" or (k1 >> 56) < (k2 >> 56):
+            break
+    store = open_store(store_settings.get("DEDUP_STORE", ""), "chain", prefix=redis_prefix)
+    store.add_pending(k1, request_to_json(x, spider)[0] or "")
+    store.add_pending(k2, request_to_json(y, spider)[0] or "")
+    store.flush()
+    store.close()
+
+    crawler = get_crawler(_ChainSpider, {**store_settings, **frontier})
+    crawler.spider = spider
+    middleware = DedupFrontierMiddleware(crawler)
+    assert sorted(r.url for r in middleware._restored()) == sorted([x.url, y.url])
+    middleware.store.flush()  # and the run is killed before fetching anything
+    middleware.store.close()
+
+    store = open_store(store_settings.get("DEDUP_STORE", ""), "chain", prefix=redis_prefix)
+    try:
+        if kind == "redis":
+            store.new_run = True  # type: ignore[attr-defined]
+        rows = {json.loads(text)["url"] for _, text in store.pending_requests()}
+        assert rows == {x.url, y.url}
+    finally:
+        store.clear()
+        store.close()
+
+
 # -- DEDUP_RECRAWL_AFTER and forgetting URLs -----------------------------------------
 
 
@@ -343,9 +407,29 @@ class ProjectFingerprinter(RequestFingerprinter):
     scrapy-playwright install theirs): it decides the keys of a crawl."""
 
 
+class FingerprinterAddon:
+    """An add-on that installs its fingerprinter, as scrapy-zyte-api's does."""
+
+    def update_settings(self, settings: Settings) -> None:
+        settings.set("REQUEST_FINGERPRINTER_CLASS", ProjectFingerprinter, "addon")
+
+
 # A custom fingerprinter keys pages by its fingerprints: DEDUP_RECRAWL_AFTER
-# and forget() must find them under those.
-STORES_AND_FINGERPRINTERS = [("sqlite", None), ("redis", None), ("sqlite", ProjectFingerprinter)]
+# and forget() must find them under those, however it was set.
+STORES_AND_FINGERPRINTERS = [
+    ("sqlite", None),
+    ("redis", None),
+    ("sqlite", "setting"),
+    ("sqlite", "addon"),
+]
+
+
+def _fingerprinter_settings(how: str | None) -> dict[str, Any]:
+    if how == "setting":
+        return {"REQUEST_FINGERPRINTER_CLASS": ProjectFingerprinter}
+    if how == "addon":
+        return {"ADDONS": {**ADDON["ADDONS"], FingerprinterAddon: 0}}
+    return {}
 
 
 @pytest.mark.parametrize(("kind", "fingerprinter"), STORES_AND_FINGERPRINTERS)
@@ -356,12 +440,14 @@ async def test_recrawl_after_fetches_kept_pages_again_and_compares_their_text(
     redis_url: str,
     redis_prefix: str,
     kind: str,
-    fingerprinter: type | None,
+    fingerprinter: str | None,
 ) -> None:
     site, _ = blog
-    settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
-    if fingerprinter is not None:
-        settings["REQUEST_FINGERPRINTER_CLASS"] = fingerprinter
+    settings = {
+        **ADDON,
+        **_store_settings(kind, tmp_path, redis_url, redis_prefix),
+        **_fingerprinter_settings(fingerprinter),
+    }
     first = await crawl(NewsSpider, {**settings, "DEDUP_RECRAWL_AFTER": "1s"}, start=site.url("/"))
     kept_pages = {_path(item["url"]) for item in first.items}
     time.sleep(2.1)  # times are kept to the second
@@ -393,12 +479,14 @@ async def test_forgotten_urls_are_fetched_by_the_next_run(
     redis_url: str,
     redis_prefix: str,
     kind: str,
-    fingerprinter: type | None,
+    fingerprinter: str | None,
 ) -> None:
     site, _ = blog
-    settings = {**ADDON, **_store_settings(kind, tmp_path, redis_url, redis_prefix)}
-    if fingerprinter is not None:
-        settings["REQUEST_FINGERPRINTER_CLASS"] = fingerprinter
+    settings = {
+        **ADDON,
+        **_store_settings(kind, tmp_path, redis_url, redis_prefix),
+        **_fingerprinter_settings(fingerprinter),
+    }
     await crawl(NewsSpider, settings, start=site.url("/"))
     # Any spelling of the URL: it is canonicalized like the crawl's requests.
     gone = forget(
