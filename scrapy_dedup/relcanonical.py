@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from scrapy import Request, signals
@@ -29,6 +30,9 @@ _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 #: megabytes, and parsing costs about 1 µs a byte).
 LINK_HEADER_BUDGET = 16 * 1024
 _BOM_OR_SPACE = b"\xef\xbb\xbf\t\n\x0c\r "
+# A rel parameter naming canonical among its (at most 64 bytes of) link types:
+# a bounded search, linear in the value however hostile.
+_DECLARES_CANONICAL = re.compile(rb'rel\s*=\s*"?[^";,<>]{0,64}?\bcanonical\b', re.IGNORECASE)
 
 
 class RelCanonicalMiddleware:
@@ -149,9 +153,10 @@ class RelCanonicalMiddleware:
 
     def _header_target(self, response: Response) -> tuple[str | None, bool]:
         """The target of a ``Link: <…>; rel=canonical`` header, and whether a
-        value was skipped as too long. Only values that mention it are parsed,
-        at most :data:`LINK_HEADER_BUDGET` bytes of them: a longer one is
-        skipped, not the others."""
+        value was too long. Only values that mention it are parsed, at most
+        :data:`LINK_HEADER_BUDGET` bytes of them: a longer one that merely
+        mentions the word is skipped, one that declares a canonical leaves the
+        header without a target (it may have held the first one)."""
         values = []
         budget = LINK_HEADER_BUDGET
         skipped = False
@@ -159,7 +164,11 @@ class RelCanonicalMiddleware:
             if b"canonical" not in value.lower():
                 continue
             if len(value) > budget:
-                skipped = True
+                if _DECLARES_CANONICAL.search(value):
+                    # It may hold the page's first canonical: which one the
+                    # page meant is unknown, so none is taken.
+                    return None, True
+                skipped = True  # it only mentions the word (a URL, a title)
                 continue
             budget -= len(value)
             values.append(value)

@@ -57,6 +57,19 @@ def hostile_routes() -> dict[str, Route]:
                 ],
             },
         ),
+        # ... but a long value that declares a canonical may hold the page's
+        # first one: no header canonical is taken then
+        "/link-first-skipped": lambda q: Reply(
+            body=_html("link first skipped").body,
+            headers={
+                "Content-Type": "text/html",
+                "Link": [
+                    f"</s/{fill}/canonical.js>; rel=preload",
+                    f"</true/{fill}>; rel=canonical",
+                    '</other-target>; rel="canonical"',
+                ],
+            },
+        ),
         # canonical hrefs of 250 KiB: a path, a subdomain, a run of "%"
         "/long-path": lambda q: _html("long path", f'<link rel=canonical href="/{"a" * BIG}">'),
         "/long-host": lambda q: _html(
@@ -112,9 +125,16 @@ async def test_a_hostile_site_is_crawled_whole_and_nothing_long_is_kept(
     assert filed[url("/link-budget")] == url("/link-target")
     assert stats["dedup/canonical/after_head"] == 1
     # absurd ones leave the page under its own URL, and are counted
-    for path in ("/canonical-headers", "/long-path", "/long-host", "/percent", "/lt-flood"):
+    for path in (
+        "/canonical-headers",
+        "/long-path",
+        "/long-host",
+        "/percent",
+        "/lt-flood",
+        "/link-first-skipped",
+    ):
         assert filed[url(path)] == url(path), path
-    assert stats["dedup/canonical/ignored/too_long"] == 5  # and /link-budget's skipped values
+    assert stats["dedup/canonical/ignored/too_long"] == 6  # and /link-budget's skipped values
     assert stats["dedup/canonical/applied"] == 3
     # what the crawl keeps about canonicals stays short
     state = CrawlState._states[result.crawler]
