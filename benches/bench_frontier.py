@@ -134,12 +134,16 @@ def _vocabulary(rng: random.Random, size: int = 3000) -> list[str]:
     return sorted(words)
 
 
-def site_routes(prefix: str, pages: int, seed: int) -> tuple[dict[str, Route], int, int]:
+def site_routes(
+    prefix: str, pages: int, seed: int, canonical: bool = False
+) -> tuple[dict[str, Route], int, int]:
     """``pages`` pages under ``prefix``: a home page linking to every list page,
     list pages of ``ARTICLES_PER_LIST`` articles (plus the previous and next
     list, home, and the same ``POPULAR`` articles), and articles (one item
     each, a text of their own of 150-300 words) linking to home, their list,
-    ``RELATED`` other articles and themselves with ``#comments``.
+    ``RELATED`` other articles and themselves with ``#comments``. With
+    ``canonical``, every page declares its own absolute URL (host 127.0.0.1,
+    the one crawled) with ``<link rel="canonical">`` in its head.
 
     Returns the routes, the number of list pages and of articles."""
     rng = random.Random(seed)
@@ -151,6 +155,12 @@ def site_routes(prefix: str, pages: int, seed: int) -> tuple[dict[str, Route], i
     def fixed(reply: Reply) -> Route:
         return lambda q: reply
 
+    def declaring(path: str, reply: Reply) -> Reply:
+        if canonical:
+            link = f'<link rel="canonical" href="http://127.0.0.1:{{port}}{path}">'
+            reply.body = reply.body.replace("</title>", "</title>" + link, 1)
+        return reply
+
     popular = [f"{prefix}/a/{j}" for j in range(min(POPULAR, articles))]
     for i in range(lists):
         own = [
@@ -160,7 +170,8 @@ def site_routes(prefix: str, pages: int, seed: int) -> tuple[dict[str, Route], i
         if i == lists - 1:  # the last list takes what is left
             own += [f"{prefix}/a/{j}" for j in range(lists * ARTICLES_PER_LIST, articles)]
         nav = [f"{prefix}/", *(f"{prefix}/list/{k}" for k in (i - 1, i + 1) if 0 <= k < lists)]
-        routes[f"{prefix}/list/{i}"] = fixed(page(f"List {i}", *own, *nav, *popular))
+        path = f"{prefix}/list/{i}"
+        routes[path] = fixed(declaring(path, page(f"List {i}", *own, *nav, *popular)))
     for j in range(articles):
         text = " ".join(rng.choice(words) for _ in range(rng.randint(150, 300)))
         links = [
@@ -169,8 +180,11 @@ def site_routes(prefix: str, pages: int, seed: int) -> tuple[dict[str, Route], i
             *(f"{prefix}/a/{rng.randrange(articles)}" for _ in range(RELATED)),
             f"{prefix}/a/{j}#comments",
         ]
-        routes[f"{prefix}/a/{j}"] = fixed(article(f"Article {j}", text, *links))
-    routes[f"{prefix}/"] = fixed(page("Home", *(f"{prefix}/list/{i}" for i in range(lists))))
+        routes[f"{prefix}/a/{j}"] = fixed(
+            declaring(f"{prefix}/a/{j}", article(f"Article {j}", text, *links))
+        )
+    home = page("Home", *(f"{prefix}/list/{i}" for i in range(lists)))
+    routes[f"{prefix}/"] = fixed(declaring(f"{prefix}/", home))
     return routes, lists, articles
 
 
@@ -257,15 +271,26 @@ def child(spec: dict[str, Any]) -> None:
     marks: dict[str, Any] = {}
     counts = {"commits": 0, "redis_commands": 0, "redis_pipelines": 0}
 
+    profiler = None
+    if spec.get("profile"):
+        import cProfile
+
+        profiler = cProfile.Profile()
+
     def start_timed(_: Any) -> Any:
         for key in counts:
             counts[key] = 0
         marks["ru"], marks["t"] = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         return process.crawl(timed)
 
     def done(outcome: Any) -> None:
         wall = time.perf_counter() - marks.get("t", time.perf_counter())
         ru = resource.getrusage(resource.RUSAGE_SELF)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(spec["profile"])
         before = marks.get("ru", ru)
         result["cpu"] = (ru.ru_utime - before.ru_utime) + (ru.ru_stime - before.ru_stime)
         result["wall"] = wall
@@ -324,6 +349,7 @@ class Row:
     round_trips: list[int] = field(default_factory=list)
     frontier: set[bool] = field(default_factory=set)
     last_stats: dict[str, int] = field(default_factory=dict)
+    profiles: list[tuple[Path, int]] = field(default_factory=list)  # --profile: (file, requests)
 
     def median(self, what: str) -> float:
         return float(statistics.median(getattr(self, what)))
@@ -354,9 +380,11 @@ def run_one(
     code: Path,
     start: str = "/",
     callgrind: bool = False,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """One crawl of ``cfg`` from ``start`` in a fresh subprocess, with the package
-    in ``code`` (under callgrind: plus ``instructions``, the process's total): its RESULT."""
+    in ``code`` (under callgrind: plus ``instructions``, the process's total; with
+    ``profile``, the timed crawl's cProfile stats are written there): its RESULT."""
     workdir.mkdir(parents=True)
     (workdir / "warm").mkdir()
     spec = {
@@ -366,6 +394,7 @@ def run_one(
         "warm_start": site.url("/warm/", host="127.0.0.1"),
         "store": store_settings(cfg, workdir, redis_uri, prefix),
         "warm_store": store_settings(cfg, workdir / "warm", redis_uri, prefix + "-warm"),
+        "profile": str(profile) if profile else "",
     }
     wrap = []
     if callgrind:
@@ -401,11 +430,11 @@ def run_one(
     )
 
 
-def snapshot(dest: Path) -> Path:
+def snapshot(dest: Path, source: Path = ROOT) -> Path:
     """Copy ``scrapy_dedup`` as it is now into ``dest``: every crawl of the run
     imports this copy, so edits made to the tree during the run do not mix in."""
     shutil.copytree(
-        ROOT / "scrapy_dedup",
+        source / "scrapy_dedup",
         dest / "scrapy_dedup",
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
@@ -576,6 +605,7 @@ class Run:
     redis_uri: str
     redis_prefix: str  # every Redis key written starts with it
     client: Any  # redis.Redis, or None
+    profile_dir: Path | None = None  # --profile: one cProfile file per timed crawl
     _serial: int = 0
 
     def crawl(self, cfg: Config, start: str = "/", callgrind: bool = False) -> dict[str, Any]:
@@ -584,9 +614,20 @@ class Run:
         name = f"{self._serial}-{cfg.name}"
         prefix = f"{self.redis_prefix}-{name}"
         workdir = self.tmp / name
+        profile = None
+        if self.profile_dir is not None and not callgrind:
+            profile = self.profile_dir / f"{name}.prof"
         try:
             return run_one(
-                cfg, self.site, workdir, self.redis_uri, prefix, self.code, start, callgrind
+                cfg,
+                self.site,
+                workdir,
+                self.redis_uri,
+                prefix,
+                self.code,
+                start,
+                callgrind,
+                profile,
             )
         finally:
             if self.client is not None and cfg.store == "redis":
@@ -612,6 +653,8 @@ def measure_time(run: Run, configs: Sequence[Config], rounds: int) -> dict[str, 
             row.round_trips.append(res["redis_commands"] + res["redis_pipelines"])
             row.frontier.add(res["frontier_active"])
             row.last_stats = stats
+            if run.profile_dir is not None:
+                row.profiles.append((run.profile_dir / f"{run._serial}-{cfg.name}.prof", n))
             print(
                 f"   round {rnd + 1}  {cfg.name:18s} {n} requests  "
                 f"cpu {res['cpu']:.2f} s  wall {res['wall']:.2f} s  "
@@ -619,6 +662,138 @@ def measure_time(run: Run, configs: Sequence[Config], rounds: int) -> dict[str, 
                 flush=True,
             )
     return rows
+
+
+def report_profiles(rows: dict[str, Row], top: int = 25) -> None:
+    """Where the add-on's time goes under cProfile (``--profile``): each
+    configuration's rounds merged, in us per request. cProfile slows small
+    Python calls more than C code, so these are shares, not the CPU table's
+    numbers; plain Scrapy's total is the anchor."""
+    import pstats
+
+    totals: dict[str, float] = {}
+    for name, row in rows.items():
+        if not row.profiles:
+            continue
+        stats = pstats.Stats(*(str(path) for path, _ in row.profiles))
+        n = sum(requests for _, requests in row.profiles)
+        table = cast(dict[Any, Any], stats.stats)  # type: ignore[attr-defined]
+        totals[name] = stats.total_tt * 1e6 / n  # type: ignore[attr-defined]
+        own = [
+            (func, tt, ct, calls)
+            for func, (_, calls, tt, ct, _) in table.items()
+            if f"{os.sep}scrapy_dedup{os.sep}" in func[0]
+        ]
+        if not own:
+            print(f"\n   {name}: {totals[name]:.0f} us/req profiled in all")
+            continue
+        in_package = sum(tt for _, tt, _, _ in own) * 1e6 / n
+        print(
+            f"\n   {name}: {totals[name]:.0f} us/req profiled in all"
+            + (f" ({totals[name] - totals['plain']:+.0f} over plain)" if "plain" in totals else "")
+            + f"; {in_package:.0f} us/req inside scrapy_dedup's own functions (tottime)"
+        )
+        print(f"     {'function':58s} {'calls/req':>9s} {'own us/req':>10s} {'incl us/req':>11s}")
+        for func, tt, ct, calls in sorted(own, key=lambda f: -f[2])[:top]:
+            path, line, fname = func
+            where = f"{path.rsplit('scrapy_dedup' + os.sep, 1)[-1]}:{line} {fname}"
+            print(
+                f"     {where[:58]:58s} {calls / n:9.2f} {tt * 1e6 / n:10.1f} {ct * 1e6 / n:11.1f}"
+            )
+
+
+def middleware_costs(code: Path, pages: int, seed: int, repeat: int) -> None:
+    """``RelCanonicalMiddleware.process_response`` on every page of the
+    ``--dup-free`` site, outside a crawl (no server: the bodies are built here),
+    with the package copied in ``code``: CPU us per page in all, in reading
+    the head (the parse: the encoding it is read with, and ``read_head``, timed
+    alone on the same responses) and the rest (the bookkeeping). Each request
+    first goes through ``CanonicalDupeFilter.request_seen`` untimed, as in a
+    crawl. A fresh crawler and memory store per repeat; best of ``repeat``."""
+    import gc
+
+    sys.path.insert(0, str(code))
+    import scrapy
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    import scrapy_dedup
+    from scrapy_dedup import CanonicalDupeFilter, RelCanonicalMiddleware
+    from scrapy_dedup.html import read_head
+    from scrapy_dedup.relcanonical import _declared_encoding
+    from scrapy_dedup.state import CrawlState
+
+    assert scrapy_dedup.__file__ is not None and scrapy_dedup.__file__.startswith(str(code))
+    routes, _, _ = site_routes("", pages, seed, canonical=True)
+    port = "8000"
+    bodies = []
+    for path, route in routes.items():
+        reply = route("")
+        headers = {k: v if isinstance(v, list) else [v] for k, v in reply.headers.items()}
+        bodies.append(
+            (f"http://127.0.0.1:{port}{path}", reply.body.replace("{port}", port), headers)
+        )
+    settings = {**ADDON, "DEDUP_STORE": "memory"}
+
+    def responses() -> list[Any]:
+        return [
+            HtmlResponse(url, body=body.encode(), headers=headers, request=scrapy.Request(url))
+            for url, body, headers in bodies
+        ]
+
+    def cpu(loop: Any) -> float:
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.process_time()
+            loop()
+            return time.process_time() - t0
+        finally:
+            gc.enable()
+
+    totals: list[float] = []
+    parses: list[float] = []
+    verdicts: dict[str, int] = {}
+    for _ in range(repeat):
+        crawler = get_crawler(scrapy.Spider, settings_dict=settings)
+        crawler.spider = scrapy.Spider("bench")
+        dupefilter = build_from_crawler(CanonicalDupeFilter, crawler)
+        middleware = build_from_crawler(RelCanonicalMiddleware, crawler)
+        batch = responses()
+        for response in batch:
+            dupefilter.request_seen(response.request)
+        limit = middleware.head_limit
+
+        def run_all(batch: list[Any] = batch, middleware: Any = middleware) -> None:
+            for response in batch:
+                middleware.process_response(response.request, response)
+
+        def parse_all(batch: list[Any] = batch, limit: int = limit) -> None:
+            for response in batch:
+                read_head(response.body, encoding=_declared_encoding(response, limit), limit=limit)
+
+        parses.append(cpu(parse_all))
+        totals.append(cpu(run_all))
+        dupefilter.close("finished")
+        buffered = getattr(middleware, "_stats", None)  # stats batched by the middleware
+        if buffered is not None:
+            buffered.flush()
+        verdicts = {
+            k: v for k, v in crawler.stats.get_stats().items() if k.startswith("dedup/canonical/")
+        }
+        CrawlState.of(crawler).close()
+    n = len(bodies)
+    total, parse = min(totals) * 1e6 / n, min(parses) * 1e6 / n
+    print(
+        f"RelCanonicalMiddleware.process_response on {n} pages declaring their own URL "
+        f"(best of {repeat}, CPU us per page; code {code}):"
+    )
+    each = ", ".join(f"{t * 1e6 / n:.1f}" for t in totals)
+    print(f"   in all        {total:7.1f}   (each repeat: {each})")
+    print(f"   parse         {parse:7.1f}   (_declared_encoding + read_head alone)")
+    print(f"   bookkeeping   {total - parse:7.1f}   ({(total - parse) / total:.0%} of the page)")
+    print(f"   stats flushed so far: {verdicts}")
 
 
 def measure_instructions(run: Run, configs: Sequence[Config], workers: int) -> None:
@@ -695,6 +870,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="count instructions under valgrind instead of timing (slow: ~16 min for all)",
     )
+    parser.add_argument(
+        "--dup-free",
+        action="store_true",
+        help="every page declares its own URL with <link rel=canonical> (as most sites do)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="cProfile each timed crawl into DIR and print where the add-on's time goes",
+    )
+    parser.add_argument(
+        "--middleware",
+        action="store_true",
+        help="time RelCanonicalMiddleware alone on the --dup-free site's pages (seconds)",
+    )
+    parser.add_argument(
+        "--code",
+        metavar="DIR",
+        help="copy scrapy_dedup from DIR/scrapy_dedup (another tree, for before/after) "
+        "instead of this working tree",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -702,6 +898,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.pages is None:
         args.pages = CALLGRIND_PAGES if args.callgrind else 3000
+    source = Path(args.code).resolve() if args.code else ROOT
+    if args.middleware:
+        tmp = Path(tempfile.mkdtemp(prefix="bench-frontier-"))
+        try:
+            middleware_costs(snapshot(tmp / "code", source), args.pages, args.seed, 7)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     wanted = (
         names if args.only == "all" else [n.strip() for n in args.only.split(",") if n.strip()]
     )
@@ -728,8 +932,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"  load avg  {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min)")
     tmp = Path(tempfile.mkdtemp(prefix="bench-frontier-"))
-    code = snapshot(tmp / "code")
-    print(f"  code      {describe_code(code)}")
+    code = snapshot(tmp / "code", source)
+    print(f"  code      {describe_code(code) if source == ROOT else f'copied from {source}'}")
     configs = [c for c in CONFIGS if c.name in wanted]
     client = None
     run_prefix = f"bench-frontier-{uuid.uuid4().hex[:12]}"
@@ -745,16 +949,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{ping_us(client):.0f} us"
             )
 
-    routes, lists, articles = site_routes("", args.pages, args.seed)
-    extra, _, _ = site_routes("/warm", WARM_PAGES, args.seed + 1)
+    canonical = args.dup_free
+    routes, lists, articles = site_routes("", args.pages, args.seed, canonical)
+    extra, _, _ = site_routes("/warm", WARM_PAGES, args.seed + 1, canonical)
     if args.callgrind:
-        extra.update(site_routes("/small", SMALL_PAGES, args.seed + 2)[0])
+        extra.update(site_routes("/small", SMALL_PAGES, args.seed + 2, canonical)[0])
     site = Site({**routes, **extra}).start()
     links = sum(r("").body.count("<a href=") for r in routes.values())
     print(
         f"  site      {len(routes)} pages on 127.0.0.1:{site.port} (1 home, {lists} lists, "
         f"{articles} articles, one item each); {links} links, "
         f"{1 - (len(routes) - 1) / links:.0%} of them repeats"
+        + ("; every page declares its own URL rel=canonical" if canonical else "")
     )
     how = (
         f"each configuration once under callgrind, from / and from a {SMALL_PAGES}-page /small/"
@@ -767,7 +973,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print()
 
-    run = Run(site, code, tmp, args.redis, run_prefix, client)
+    profile_dir = None
+    if args.profile:
+        profile_dir = Path(args.profile).resolve()
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    run = Run(site, code, tmp, args.redis, run_prefix, client, profile_dir)
     rows: dict[str, Row] = {}
     try:
         if args.callgrind:
@@ -787,6 +997,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nPer request (median of {args.rounds}; CPU range = fastest-slowest round, us/req)"
         )
         report(rows)
+        if profile_dir is not None:
+            print(f"\nWhere the time goes under cProfile (files in {profile_dir})")
+            report_profiles(rows)
     print(
         f"\n(wall {time.perf_counter() - started:.0f}s; load avg at the end "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})"

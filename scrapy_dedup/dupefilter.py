@@ -54,6 +54,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         # requests carrying a copied redirect_urls meta are still filtered.
         self._redirected: set[int] = set()
         self._stats = StatsBuffer(crawler.stats)
+        self._inc_value = crawler.stats.inc_value  # looked up once, not per request
         crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
         crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
         # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
@@ -155,7 +156,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._last = None
         reasons = merge_reasons(request.url, mask, first)
         # Exact at once, as with Scrapy's filter (its own tests read it right after log()).
-        self.crawler.stats.inc_value("dupefilter/filtered")
+        self._inc_value("dupefilter/filtered")
         self._stats.inc("dedup/url/filtered")
         for reason in reasons:
             self._stats.inc(_REASON_STATS[reason])

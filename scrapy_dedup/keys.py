@@ -159,6 +159,10 @@ class RequestKeys:
             found = self._cache[request] = self.compute(request)
         return found
 
+    def cached(self, request: Any) -> RequestKey | None:
+        """The key of ``request`` if it was computed and kept, else ``None``."""
+        return self._cache.get(request)
+
     def of_url(self, url: str) -> int:
         """The key of a plain GET of ``url`` (a page to forget, an item's page)."""
         if self.fingerprinter is not None and self.request_class is not None:

@@ -43,6 +43,21 @@ _WEB_SCHEMES = ("http", "https")
 _HOMEPAGE_PATHS = frozenset(
     {"", "/", "/index.html", "/index.htm", "/index.php", "/default.asp", "/default.aspx"}
 )
+_BAD_HOST_CHAR = re.compile(r"[ \t\n\r\x00#/<>?@\[\\\]^|%]")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_LABEL = r"[a-z0-9](?:[a-z0-9]|-(?!-)){0,62}(?<!-)"
+#: An absolute http(s) URL that joining and :func:`w3lib.url.safe_url_string`
+#: leave exactly as it is: a lowercase host name (no ``--``, so no punycode to
+#: re-encode; its last label starts with a letter) or a dotted-quad IPv4 address, an
+#: optional port without leading zero, a path without dot segments and a
+#: non-empty query, both of characters no step re-encodes, and no fragment.
+#: Most pages declare such a URL as their canonical, and most of those their own.
+_PLAIN_WEB_URL = re.compile(
+    rf"https?://(?:(?:{_LABEL}\.)*(?=[a-z]){_LABEL}|{_OCTET}(?:\.{_OCTET}){{3}})"
+    r"(?::[1-9][0-9]{0,3})?"
+    r"/(?:[A-Za-z0-9\-_~!$&()*+,=:@/]|%(?!2E)[0-9A-F]{2}|\.(?![./?]|\Z))*"
+    r"(?:\?(?:[A-Za-z0-9\-._~!$&()*+,=:@/?]|%[0-9A-F]{2})+)?"
+)
 
 
 def _clean_url(url: str) -> str:
@@ -81,6 +96,8 @@ def resolve(
     'http://other.org/p'
     """
     base = _clean_url(page_url)
+    if href == page_url and base == href and _PLAIN_WEB_URL.fullmatch(href):
+        return href  # the page's own URL, already safe (what the steps below give)
     if base_href:
         joined_base = _join(base, _clean_url(base_href))
         if _scheme(joined_base) in _WEB_SCHEMES:
@@ -103,7 +120,7 @@ def _split_web_url(url: str) -> tuple[SplitResult, str] | None:
     except ValueError:
         return None
     host = (parts.hostname or "").rstrip(".")
-    if not host or any(c in host for c in " \t\n\r\x00#/<>?@[\\]^|%"):
+    if not host or _BAD_HOST_CHAR.search(host):
         return None
     if "[" in parts.netloc:  # Python < 3.11.4 takes any [bracketed] host
         try:
@@ -180,6 +197,12 @@ def judge(
         return "ignore", "unparseable"
     target_parts, target_host = split_target
     page_url = _clean_url(page_url) if isinstance(page_url, str) else ""
+    if page_url == target:
+        # The page declares its own URL: same site, not a homepage unless the
+        # page is one, the same key; only the spider's domains can refuse it.
+        if allowed_domains and not _on_domains(target_host, allowed_domains):
+            return "ignore", "offsite"
+        return "same", "same"
     split_page = _split_web_url(page_url)
     if check_site and (split_page is None or _site(split_page[1]) != _site(target_host)):
         return "ignore", "other_site"

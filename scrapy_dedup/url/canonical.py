@@ -18,7 +18,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from scrapy_dedup.url.params import StripTable, load_strip_params
 
@@ -276,6 +276,12 @@ class _Config:
     fragment: bool
 
 
+#: Sentinels of :meth:`URLCanonicalizer._origin` (compared by identity): a
+#: scheme other than http(s), an authority that cannot be parsed.
+_NOT_WEB = cast("tuple[str, _Config, int]", ("", None, 0))
+_UNPARSED_ORIGIN = cast("tuple[str, _Config, int]", ("", None, -1))
+
+
 def _make_config(
     base_rules: int,
     base_strip: StripTable,
@@ -329,6 +335,7 @@ class URLCanonicalizer:
         self._default = _make_config(all_on, load_strip_params(), rules, strip_params, keep_params)
         self._hosts: dict[str, _Config] = {}
         self._host_cache: dict[str, tuple[str, _Config, int]] = {}
+        self._origin_cache: dict[tuple[str, str], tuple[str, _Config, int]] = {}
         normalized: dict[str, Mapping[str, Any]] = {}
         for host, overrides in (host_rules or {}).items():
             if not isinstance(overrides, Mapping):
@@ -435,18 +442,53 @@ class URLCanonicalizer:
         match = _URI_RE.match(url)
         assert match is not None  # the pattern matches every string
         scheme, netloc, path, query, fragment = match.groups()
-        if scheme is None or scheme.lower() not in _DEFAULT_PORT:
+        if scheme is None:
+            return url, 0
+        origin = self._origin_cache.get((scheme, netloc)) or self._cache_origin(scheme, netloc)
+        if origin is _NOT_WEB:
             return url, 0  # only http(s) URLs are rewritten; others are left alone
+        if origin is _UNPARSED_ORIGIN:
+            return None
+        prefix, cfg, applied = origin
+        path, applied = _path(path, cfg, applied)
+        if query is not None:
+            query, applied = _query(query, cfg, applied)
+        if fragment is not None and cfg.fragment:
+            fragment = None
+            applied |= _BIT["fragment"]
+        parts = [prefix, path]
+        if query is not None:
+            parts += ["?", query]
+        if fragment is not None:
+            parts += ["#", fragment]
+        return "".join(parts), applied
+
+    def _cache_origin(self, scheme: str, netloc: str | None) -> tuple[str, _Config, int]:
+        if netloc is None or len(netloc) > _MAX_CACHED_HOST:
+            return self._origin(scheme, netloc)
+        if len(self._origin_cache) >= _HOST_CACHE_SIZE:
+            self._origin_cache.clear()
+        found = self._origin_cache[scheme, netloc] = self._origin(scheme, netloc)
+        return found
+
+    def _origin(self, scheme: str, netloc: str | None) -> tuple[str, _Config, int]:
+        """What a URL's scheme and authority become: ``(scheme://authority,
+        rules in force on the host, mask of rules applied)``; :data:`_NOT_WEB`
+        for a scheme other than http(s), :data:`_UNPARSED_ORIGIN` for an
+        authority that cannot be parsed. A crawl meets a few origins again and
+        again: they are cached."""
+        if scheme.lower() not in _DEFAULT_PORT:
+            return _NOT_WEB
         if netloc and "@" not in netloc and ":" not in netloc and "[" not in netloc:
             userinfo, host, port_text = None, netloc, None  # the common case, at once
         else:
             authority = _split_authority(netloc)
             if authority is None:
-                return None
+                return _UNPARSED_ORIGIN
             userinfo, host, port_text = authority
         host, cfg, applied = self._host_cache.get(host) or self._cache_host(host)
         if applied < 0:
-            return None
+            return _UNPARSED_ORIGIN
         if userinfo is not None and cfg.host:
             # "user:" is "user" (an empty password), and ":" or "" no userinfo at all.
             user, colon, password = userinfo.partition(":")
@@ -456,25 +498,13 @@ class URLCanonicalizer:
         scheme = scheme.lower()
         if port_text is not None or scheme == "http":
             scheme, port_text, applied = _scheme_and_port(scheme, port_text, cfg, applied)
-        path, applied = _path(path, cfg, applied)
-        if query is not None:
-            query, applied = _query(query, cfg, applied)
-        if fragment is not None and cfg.fragment:
-            fragment = None
-            applied |= _BIT["fragment"]
-
         parts = [scheme, "://"]
         if userinfo is not None:
             parts += [userinfo, "@"]
         parts.append(host)
         if port_text is not None:
             parts += [":", port_text]
-        parts.append(path)
-        if query is not None:
-            parts += ["?", query]
-        if fragment is not None:
-            parts += ["#", fragment]
-        return "".join(parts), applied
+        return "".join(parts), cfg, applied
 
 
 def _clean_web_url(url: str) -> str:
