@@ -12,6 +12,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
+from scrapy_dedup.text.shingles import has_more_tokens
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -210,7 +211,10 @@ class ContentDedupPipeline:
         """The near-duplicate fingerprint of ``text``, ``None`` when it is too
         short to compare other than exactly (titles, one-line listings: there,
         one changed word is most of the text)."""
-        if self.near is None or len(text.split(maxsplit=self.min_words)) <= self.min_words:
+        if self.near is None:
+            return None
+        # Tokens as shingles count them: a Chinese sentence is one "word".
+        if not has_more_tokens(text[: self.max_chars], self.min_words):
             return None
         if signature is not None and self.near is self._filing_compatible:
             return signature

@@ -339,3 +339,44 @@ async def test_items_without_a_string_url_are_still_deduplicated(url: Any, named
     await mark.process_item({"text": SOLAR})
     item = await mark.process_item({"url": "https://a.example/2", "text": SOLAR})
     assert item["duplicate_of"] is None and item["duplicate_kind"] == "exact"
+
+
+@deferred_f_from_coro_f
+async def test_texts_in_any_language_and_unicode_spelling_are_deduplicated_in_a_crawl(
+    fresh_site: Site,
+) -> None:
+    """A Chinese article edited by one character and a full stop is a near
+    duplicate; a Thai one too; NFD, zero-width spaces and fullwidth letters are
+    the same text as their plain spelling; a different article stays."""
+    from unicodedata import normalize
+
+    from tests.site import article
+    from tests.text.multilingual_corpus import TEXTS
+
+    zh, zh_other = TEXTS["zh"][0], TEXTS["zh"][1]
+    th = TEXTS["th"][0]
+    french = "Le café de la gare ferme à midi ; réservez votre déjeuner la veille, merci."
+    pages = {
+        "/zh/1": zh,
+        "/zh/2": zh[:40] + "新" + zh[41:] + "。",
+        "/zh/3": zh_other,
+        "/th/1": th,
+        "/th/2": th + "๚",
+        "/fr/nfc": normalize("NFC", french),
+        "/fr/nfd": normalize("NFD", french),
+        "/fr/zw": french.replace("café", "ca\u200bfé").replace("déjeuner", "dé\u00adjeuner"),
+        "/fr/wide": french.replace("Le", "\uff2c\uff45"),
+    }
+    links = list(pages)
+    fresh_site.routes["/"] = lambda q: article("home", "index", *links)
+    for path, text in pages.items():
+        fresh_site.routes[path] = lambda q, text=text: article("page", text)
+    result = await crawl(ArticleSpider, SETTINGS, start=fresh_site.url("/"))
+    kept = sorted(_path(item["url"]) for item in result.items)
+
+    # One item per text, whichever of its pages came first.
+    groups = {"/": "home", "/zh/1": "zh", "/zh/2": "zh", "/zh/3": "zh other"}
+    groups |= {"/th/1": "th", "/th/2": "th"} | {p: "fr" for p in pages if p.startswith("/fr/")}
+    assert sorted(groups[p] for p in kept) == ["fr", "home", "th", "zh", "zh other"]
+    assert result.stats["dedup/items/near"] == 2  # the edited Chinese and Thai
+    assert result.stats["dedup/items/exact"] == 3  # the other French spellings
