@@ -9,6 +9,7 @@ remembers the first value recorded for a key.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from scrapy_dedup.text.near import NearMethod
 
 __all__ = ["FILED_LIMIT", "DedupStore", "StoreError", "redact"]
+
+logger = logging.getLogger(__name__)
 
 #: Fingerprints kept per canonical URL: a page's first items are enough to
 #: compare a later variant against.
@@ -234,3 +237,16 @@ def redact(uri: str) -> str:
     """
     uri = re.sub(r"(//[^/@:]*:)[^/]*@", r"\1***@", uri)  # up to the last "@" of the authority
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", uri, flags=re.IGNORECASE)
+
+
+def warn_old_fingerprints(where: str, count: int | None = None) -> None:
+    """Say once per store that texts kept by an earlier version have
+    near-duplicate fingerprints this version cannot compare."""
+    logger.warning(
+        "Dedup store %s holds %s near-duplicate texts kept by an earlier scrapy-dedup "
+        "version, whose fingerprints this version cannot compare (its MinHash changed): "
+        "near duplicates of them are kept, not dropped; exact duplicates are still found. "
+        "To start the namespace over, run once with -s DEDUP_RESET=1.",
+        where,
+        "some" if count is None else count,
+    )

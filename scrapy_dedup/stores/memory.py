@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore
 from scrapy_dedup.stores.compact import CompactMap
+from scrapy_dedup.stores.strings import StringList
 
 if TYPE_CHECKING:
     from scrapy_dedup.text.near import NearIndex, NearMethod
@@ -19,7 +20,7 @@ class MemoryStore(DedupStore):
     def __init__(self) -> None:
         self._urls = CompactMap()
         self._content: dict[bytes, str] = {}
-        self._near: dict[str, tuple[NearIndex, list[str]]] = {}
+        self._near: dict[str, tuple[NearIndex, StringList]] = {}
         self._filed: dict[int, list[bytes]] = {}
         self._claims = CompactMap()
 
@@ -64,10 +65,11 @@ class MemoryStore(DedupStore):
         index.add(fingerprint, len(urls))
         urls.append(url)
 
-    def _near_state(self, method: NearMethod) -> tuple[NearIndex, list[str]]:
+    def _near_state(self, method: NearMethod) -> tuple[NearIndex, StringList]:
         state = self._near.get(method.name)
         if state is None:
-            state = self._near[method.name] = (method.new_index(), [])
+            # URLs as bytes in blocks: 8 bytes each beside their characters.
+            state = self._near[method.name] = (method.new_index(), StringList())
         return state
 
     def claim(self, key: int, owner: int) -> int | None:

@@ -53,7 +53,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from scrapy_dedup.keys import PREVIOUS_RUN
-from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
+from scrapy_dedup.stores.base import (
+    FILED_LIMIT,
+    DedupStore,
+    StoreError,
+    redact,
+    warn_old_fingerprints,
+)
 from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.stores.memory import MemoryStore
 from scrapy_dedup.text.near import INDEX_SUFFIX_GLOB, doc_id, fitting_settings
@@ -128,7 +134,7 @@ return {run, 0}
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
 _SLOTS = [bytes([slot]) for slot in range(8)]
-_METHODS = ("minhash", "simhash")  # near-duplicate methods, for clear()
+_METHODS = ("minhash", "minhash2", "simhash")  # near-duplicate methods, for clear()
 _LOW48 = (1 << 48) - 1
 
 
@@ -136,6 +142,11 @@ def _worker_name(base: str, pid: int) -> str:
     """The connection name of a worker of namespace ``base``: a digest of the
     namespace (names allow no spaces) and the process id."""
     return f"dedup-{_tag(base)}-{pid}"
+
+
+def _glob(text: str) -> str:
+    """``text`` escaped for a SCAN pattern (it matches only itself)."""
+    return re.sub(r"([\\*?\[\]])", r"\\\1", text)
 
 
 def _tag(base: str) -> str:
@@ -679,22 +690,24 @@ class RedisStore(DedupStore):
                     candidates[value] = None
         # add_near() usually follows at once: it reuses what this lookup found.
         self._lookup = (method.index_name, encoded, [n for n, _ in bands], free)
-        best: tuple[float, Any, str] | None = None
-        if candidates:
-            docs = [(self._doc_key(method, c), c) for c in candidates]
-            for value in self._pipe(
-                "read near-duplicate candidates", lambda p: [p.hget(n, c) for n, c in docs]
-            ):
-                if value is None or len(value) < len(encoded):
-                    continue
-                try:
-                    other = method.decode(value[: len(encoded)])
-                except ValueError:
-                    continue
-                found = method.match(fingerprint, other)
-                if found is not None and (best is None or found[0] > best[0]):
-                    best = (found[0], found[1], value[len(encoded) :].decode("utf-8", "replace"))
-        return None if best is None else (best[2], best[1])
+        if not candidates:
+            return None
+        docs = [(self._doc_key(method, c), c) for c in candidates]
+        others: list[Any] = []
+        urls: list[str] = []
+        for value in self._pipe(
+            "read near-duplicate candidates", lambda p: [p.hget(n, c) for n, c in docs]
+        ):
+            if value is None or len(value) < len(encoded):
+                continue
+            try:
+                others.append(method.decode(value[: len(encoded)]))
+            except ValueError:
+                continue
+            urls.append(value[len(encoded) :].decode("utf-8", "replace"))
+        # One decision over every candidate: the bar accounts for how many.
+        found = method.best_match(fingerprint, others)
+        return None if found is None else (urls[found[0]], found[2])
 
     def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
         encoded = method.encode(fingerprint)
@@ -733,6 +746,12 @@ class RedisStore(DedupStore):
             # recorded, or one another worker is resetting. The index that
             # holds band keys is the one in use.
             raw = self._claim_layout(method, self._index_in_use(method) or method.index_name)
+            if method.name == "minhash2" and self._call(
+                "look for near-duplicate texts",
+                self._first_key,
+                _glob(f"{self.base}:d:minhash:") + "[0-9a-f][0-9a-f]",
+            ):
+                warn_old_fingerprints(f"{self.uri}, namespace {self.namespace!r}")
         current = raw.decode("utf-8", "replace")
         if current != method.index_name:
             raise StoreError(self._refusal(method, current))
@@ -749,7 +768,7 @@ class RedisStore(DedupStore):
 
     def _index_in_use(self, method: NearMethod) -> str | None:
         """The name of an index of ``method`` that holds band keys, if any."""
-        base = re.sub(r"([\\*?\[\]])", r"\\\1", f"{self.base}:n:{method.name}")
+        base = _glob(f"{self.base}:n:{method.name}")
         start = len(self.base) + 3
         for pattern in (f"{base}:[0-9a-f][0-9a-f]", f"{base}-*"):
             found = self._call("look for near-duplicate indexes", self._first_key, pattern)
@@ -761,15 +780,6 @@ class RedisStore(DedupStore):
         return next(iter(self.client.scan_iter(match=pattern, count=1000)), None)
 
     def _refusal(self, method: NearMethod, current: str) -> str:
-        if current == "" or "?" in current:
-            # Left by a version that re-indexed in place: texts are split
-            # between the indexes of workers with different settings.
-            return (
-                f"namespace {self.namespace!r} of {self.uri} holds near-duplicate texts "
-                "split between two indexes (workers ran with different "
-                "DEDUP_NEAR_THRESHOLD): run once with -s DEDUP_RESET=1 to start the "
-                "namespace over, or use another DEDUP_NAMESPACE"
-            )
         return (
             f"namespace {self.namespace!r} of {self.uri} holds near-duplicate texts "
             f"indexed for {fitting_settings(current)}, and this crawl's settings need "
@@ -816,7 +826,7 @@ class RedisStore(DedupStore):
         self._known.clear()
         if not urls_only:
             self._claimed.clear()
-        base = re.sub(r"([\\*?\[\]])", r"\\\1", self.base)  # glob-escaped
+        base = _glob(self.base)
         hex2 = "[0-9a-f]" * 2
         patterns = [f"{base}:u:{hex2}{hex2}"]
         if not urls_only:

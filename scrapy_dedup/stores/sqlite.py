@@ -18,9 +18,10 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from scrapy_dedup.keys import PREVIOUS_RUN
-from scrapy_dedup.stores.base import StoreError
+from scrapy_dedup.stores.base import StoreError, warn_old_fingerprints
 from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.stores.memory import MemoryStore
+from scrapy_dedup.stores.strings import StringList
 
 if TYPE_CHECKING:
     from scrapy_dedup.text.near import NearIndex, NearMethod
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 _U64 = (1 << 64) - 1
 # After a failed batch write (disk full, file locked), nothing is tried for this
 # long, doubled on each failure: every try rewrites the whole backlog.
+_LOAD_BATCH = 65536  # stored fingerprints indexed at once at start
 _BACKOFF_FIRST = 1.0
 _BACKOFF_MAX = 30.0
 
@@ -359,22 +361,46 @@ class SqliteStore(MemoryStore):
     def expired(self, key: int) -> bool:
         return key in self._expired
 
-    def _near_state(self, method: NearMethod) -> tuple[NearIndex, list[str]]:
+    def _near_state(self, method: NearMethod) -> tuple[NearIndex, StringList]:
         state = super()._near_state(method)
         if method.name not in self._near_loaded:
             self._near_loaded.add(method.name)
-            index, urls = state
-            for data, url in self._db.execute(
-                "SELECT fingerprint, url FROM near WHERE ns = ? AND method = ? ORDER BY rowid",
-                (self._ns, method.name),
-            ):
+            self._load_near(method, *state)
+        return state
+
+    def _load_near(self, method: NearMethod, index: NearIndex, urls: StringList) -> None:
+        """Index the fingerprints earlier runs kept with ``method``."""
+        rows = self._db.execute(
+            "SELECT fingerprint, url FROM near WHERE ns = ? AND method = ? ORDER BY rowid",
+            (self._ns, method.name),
+        )
+        load_many = getattr(index, "add_many", None)
+        decode_many = getattr(method, "decode_many", None)
+        while batch := rows.fetchmany(_LOAD_BATCH):
+            blobs = [bytes(data) for data, _ in batch]
+            first = len(urls)
+            if load_many is not None and decode_many is not None:
                 try:
-                    fingerprint = method.decode(bytes(data))
-                except ValueError:  # written with other parameters (num_perm): not comparable
+                    values, sketches = decode_many(blobs)
+                except ValueError:  # a row of other parameters: one by one below
+                    pass
+                else:
+                    for _, url in batch:
+                        urls.append(url)
+                    load_many(values, sketches, range(first, first + len(batch)))
+                    continue
+            for data, url in zip(blobs, (url for _, url in batch), strict=True):
+                try:
+                    fingerprint = method.decode(data)
+                except ValueError:  # written with other parameters: not comparable
                     continue
                 index.add(fingerprint, len(urls))
                 urls.append(url)
-        return state
+        old = self._db.execute(
+            "SELECT count(*) FROM near WHERE ns = ? AND method = ?", (self._ns, "minhash")
+        ).fetchone()[0]
+        if old and method.name == "minhash2":
+            warn_old_fingerprints(f"{self.path}, namespace {self.namespace!r}", old)
 
     # -- writes ------------------------------------------------------------
 

@@ -1,96 +1,258 @@
-"""MinHash signatures and an LSH band index over word shingles. No Scrapy import.
+"""One-permutation MinHash signatures and a compact LSH band index over word
+shingles. No Scrapy import.
 
-Near-duplicate recall needs a candidate search that keeps up with a few
-percent of edited words. A 64-bit SimHash of such a pair differs in about 7
-bits (often 10 or more), and a radius that wide cannot be indexed exactly at
-crawl scale. MinHash bands can: unrelated documents share almost no
-shingles, so they almost never meet in a band, while a pair with a 3-shingle
-Jaccard similarity of 0.89 (2% of the words changed) meets in at least one
-of 16 bands of 4 rows with probability 1 - (1 - 0.89**4)**16 > 0.9999. The
-signature, 128 values long, also estimates that Jaccard similarity to within
-about 0.04, which is what confirms a candidate.
+A signature is made of one sort of the text's shingle hashes
+(one-permutation hashing, with Shrivastava's optimal densification for empty
+bins). It holds two things:
 
-The bands follow the threshold (:func:`lsh_layout`): 16 bands of 4 rows
-bring together 99% of the pairs at any threshold above 0.707; a lower one
-needs more bands, or shorter ones.
+- ``values``: 128 bins of 16 bits, bits of the least hash in each 128th of
+  the hash space. Bands of them (:func:`lsh_layout`) find the
+  candidates: a pair with a 3-shingle Jaccard similarity of 0.89 (2% of the
+  words changed) meets in at least one of 16 bands of 4 rows with probability
+  ``1 - (1 - 0.89**4)**16 > 0.9999``.
+- ``sketch``: 512 finer bins of 2 bits each (b-bit MinHash, 128 bytes), which
+  estimate the Jaccard similarity with ``J = (p - 1/4) / (3/4)`` for the share
+  ``p`` of equal bins: a standard error of about 0.023 at J = 0.75, against
+  0.038 for 128 full 32-bit values in four times the bytes.
+
+A lookup compares a text with a bounded number of candidates (at most
+:data:`BUCKET_CAP` kept texts per band key), and :func:`best_match` raises the
+bar with the number of candidates that came near the threshold, so the best
+of many noisy estimates crosses it no more often than a single estimate does:
+pages that merely share a site template (Jaccard 0.6-0.7 to each other) are not
+dropped, whatever the number of pages.
 
 >>> from scrapy_dedup.text.shingles import shingle_hashes
->>> a = minhash_signature(shingle_hashes("the quick brown fox jumps over the lazy dog"))
->>> b = minhash_signature(shingle_hashes("the quick brown fox jumps over the lazy cat"))
->>> round(jaccard_estimate(a, a), 2), 0.5 < jaccard_estimate(a, b) < 1.0
+>>> a = signature(shingle_hashes("the quick brown fox jumps over the lazy dog"))
+>>> b = signature(shingle_hashes("the quick brown fox jumps over the lazy cat"))
+>>> jaccard_estimate(a, a), 0.2 < jaccard_estimate(a, b) < 1.0
 (1.0, True)
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from scrapy_dedup.text._hashing import GOLDEN, splitmix64
+from scrapy_dedup.text._hashing import GOLDEN, mix64_array
 
 __all__ = [
+    "BUCKET_CAP",
     "DEFAULT_LAYOUT",
     "MIN_THRESHOLD",
+    "NUM_VALUES",
+    "SKETCH_BINS",
+    "SKETCH_BYTES",
     "TARGET_RECALL",
     "MinHashLSH",
+    "Signature",
     "band_probability",
+    "best_match",
     "jaccard_estimate",
     "lsh_layout",
-    "minhash_signature",
+    "match_bar",
+    "signature",
 ]
 
-_CHUNK = 4096  # shingles hashed at once: bounds memory for huge texts
+#: Band values of a signature (16 bits each).
+NUM_VALUES = 128
+#: Bins of the similarity sketch, 2 bits each.
+SKETCH_BINS = 512
+SKETCH_BYTES = SKETCH_BINS // 4
+#: Kept texts filed under one band key at most (the Redis store's 8 slots):
+#: texts sharing a site template share some band keys, and a lookup compares
+#: at most ``bands * BUCKET_CAP`` candidates.
+BUCKET_CAP = 8
+
+_FINE_BITS = 9  # log2(SKETCH_BINS)
+_GROUP = SKETCH_BINS // NUM_VALUES  # fine bins per band value
+_EMPTY_VALUE = np.iinfo(np.uint64).max
+_PROBES = 32  # densification probes per empty bin computed at once
 
 
-def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
-    # Fixed: signatures must compare across processes, machines and versions.
-    values = splitmix64(0x5C4A_9D3D_0ED0_0001, 2 * num_perm)
-    a = np.array([v | 1 for v in values[:num_perm]], dtype=np.uint64)  # odd multipliers
-    b = np.array(values[num_perm:], dtype=np.uint64)
-    return a[:, None], b[:, None]
+def _probe_table(bins: int, salt: int, start: int = 0) -> npt.NDArray[np.intp]:
+    """``_PROBES`` bins to borrow from, per bin (round ``start``): the same
+    for every text, so two texts empty in the same bin borrow alike."""
+    seq = np.arange(bins * _PROBES, dtype=np.uint64) + np.uint64(salt + start * bins * _PROBES)
+    z = mix64_array(seq * np.uint64(GOLDEN))
+    table: npt.NDArray[np.intp] = (z % np.uint64(bins)).astype(np.intp).reshape(bins, _PROBES)
+    return table
 
 
-_PERMS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-_BUFFERS: dict[int, np.ndarray] = {}  # reused: fresh 2 MB arrays cost page faults
+_FINE_PROBES = _probe_table(SKETCH_BINS, 0x11)
+_COARSE_PROBES = _probe_table(NUM_VALUES, 0x22)
 
 
-def minhash_signature(hashes: np.ndarray, num_perm: int = 128) -> np.ndarray:
-    """The MinHash signature (``num_perm`` uint32 values) of a set of 64-bit
-    shingle hashes, with multiply-shift permutations ``(a*h + b) >> 32``.
+def _densify(values: np.ndarray, filled: np.ndarray, probes: np.ndarray, salt: int) -> None:
+    """Optimal densification: an empty bin takes the value of the first
+    filled bin of its fixed probe sequence."""
+    empty = np.flatnonzero(~filled)
+    rounds = 0
+    while len(empty):
+        table = probes if rounds == 0 else _probe_table(len(filled), salt, rounds)
+        candidates = table[empty]
+        hit = filled[candidates]
+        found = hit.any(axis=1)
+        first = hit.argmax(axis=1)
+        done = empty[found]
+        values[done] = values[candidates[found, first[found]]]
+        empty = empty[~found]
+        rounds += 1
 
-    Repeated hashes do not matter; an empty set gives all-ones, which
-    matches nothing but another empty set.
+
+class Signature:
+    """A text's signature: 128 band ``values`` (uint16) and the 128-byte
+    ``sketch`` (512 values of 2 bits). Band keys are cached per layout."""
+
+    __slots__ = ("_keys", "sketch", "values")
+
+    def __init__(self, values: np.ndarray, sketch: np.ndarray) -> None:
+        self.values = values
+        self.sketch = sketch
+        self._keys: tuple[tuple[int, int], list[int]] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Signature):
+            return NotImplemented
+        return bool(
+            np.array_equal(self.values, other.values) and np.array_equal(self.sketch, other.sketch)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        head = self.values[:4].tolist()
+        return f"<Signature {head}... sketch {self.sketch[:4].tobytes().hex()}...>"
+
+    def band_keys(self, bands: int, rows: int) -> list[int]:
+        """One 64-bit key per band of ``rows`` values (computed once per layout)."""
+        cached = self._keys
+        if cached is not None and cached[0] == (bands, rows):
+            return cached[1]
+        keys: list[int] = band_keys_of(self.values[None, :], bands, rows)[0].tolist()
+        self._keys = ((bands, rows), keys)
+        return keys
+
+
+def signature(hashes: np.ndarray) -> Signature:
+    """The :class:`Signature` of a set of 64-bit shingle hashes (repeats do
+    not matter). An empty set gives all-ones, which matches only another
+    empty set."""
+    h = np.asarray(hashes, dtype=np.uint64)  # already mixed: uniform 64-bit values
+    if len(h) == 0:
+        return Signature(
+            np.full(NUM_VALUES, 0xFFFF, dtype=np.uint16),
+            np.full(SKETCH_BYTES, 0xFF, dtype=np.uint8),
+        )
+    # One permutation: the top bits pick a bin, the least hash of a bin is its value.
+    fine = np.full(SKETCH_BINS, _EMPTY_VALUE, dtype=np.uint64)
+    np.minimum.at(fine, (h >> np.uint64(64 - _FINE_BITS)).astype(np.intp), h)
+    # A band value is the least of a group of fine bins.
+    coarse = fine.reshape(NUM_VALUES, _GROUP).min(axis=1)
+    filled = fine != _EMPTY_VALUE
+    if not filled.all():
+        coarse_filled = coarse != _EMPTY_VALUE
+        _densify(fine, filled, _FINE_PROBES, 0x11)
+        if not coarse_filled.all():
+            _densify(coarse, coarse_filled, _COARSE_PROBES, 0x22)
+    # Values: bits below the bin bits, independent of the bin.
+    values = ((coarse >> np.uint64(24)) & np.uint64(0xFFFF)).astype(np.uint16)
+    lanes = (fine & np.uint64(3)).astype(np.uint8).reshape(SKETCH_BYTES, 4)
+    sketch = lanes[:, 0] | (lanes[:, 1] << 2) | (lanes[:, 2] << 4) | (lanes[:, 3] << 6)
+    return Signature(values, sketch)
+
+
+def band_keys_of(values: np.ndarray, bands: int, rows: int) -> npt.NDArray[np.uint64]:
+    """Band keys of many signatures at once: ``values`` is ``(n, 128)``
+    uint16, the answer ``(n, bands)`` uint64."""
+    v = np.asarray(values)[:, : bands * rows].astype(np.uint64).reshape(len(values), bands, rows)
+    key = np.zeros((len(values), bands), dtype=np.uint64)
+    for r in range(rows):
+        if r and r % 4 == 0:  # more than 64 bits of values: fold
+            key = mix64_array(key)
+        key ^= v[:, :, r] << np.uint64(16 * (r % 4))
+    key += (np.arange(1, bands + 1, dtype=np.uint64) * np.uint64(GOLDEN))[None, :]
+    return mix64_array(key)
+
+
+# Equal 2-bit lanes in a byte of ``a ^ b``.
+_EQUAL_LANES = np.array(
+    [sum(((x >> (2 * i)) & 3) == 0 for i in range(4)) for x in range(256)], dtype=np.uint16
+)
+_CHANCE = 0.25  # two different 2-bit values are equal by chance
+
+
+def _estimates(sketch: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Estimated Jaccard similarities of ``sketch`` to each row of ``others``."""
+    equal = _EQUAL_LANES[others ^ sketch].sum(axis=-1, dtype=np.int64)
+    p = equal / SKETCH_BINS
+    estimates: np.ndarray = np.maximum((p - _CHANCE) / (1.0 - _CHANCE), 0.0)
+    return estimates
+
+
+def jaccard_estimate(a: Signature, b: Signature) -> float:
+    """The estimated Jaccard similarity of the two shingle sets, from the
+    sketches (b-bit MinHash with the chance-equality correction)."""
+    return float(_estimates(a.sketch, b.sketch))
+
+
+def estimate_sd(similarity: float) -> float:
+    """The standard error of :func:`jaccard_estimate` at ``similarity``."""
+    p = similarity + (1.0 - similarity) * _CHANCE
+    return math.sqrt(max(p * (1.0 - p), 0.0) / SKETCH_BINS) / (1.0 - _CHANCE)
+
+
+#: Candidates whose estimate is this many standard errors under the
+#: threshold count as having had no chance to cross it.
+_NEAR_SDS = 4.0
+_Z = [0.0] + [NormalDist().inv_cdf(1.0 - 0.5 / n) for n in range(1, 4097)]
+
+
+def match_bar(threshold: float, near: int) -> float:
+    """The estimate a candidate needs when ``near`` candidates came within
+    reach of ``threshold``: the threshold plus ``z(near)`` standard errors,
+    ``z(n)`` the point the largest of ``n`` estimates of a pair exactly at the
+    threshold exceeds with probability one half (0 for one candidate). So a
+    text exactly at the threshold of every candidate is dropped half of the
+    time, as with one candidate, and a text below it is not dropped more often
+    because it was compared many times.
+
+    >>> match_bar(0.75, 1), round(match_bar(0.75, 8), 3), round(match_bar(0.75, 128), 3)
+    (0.75, 0.785, 0.811)
     """
-    perms = _PERMS.get(num_perm)
-    if perms is None:
-        perms = _PERMS[num_perm] = _permutations(num_perm)
-    a, b = perms
-    buffer = _BUFFERS.get(num_perm)
-    if buffer is None:
-        buffer = _BUFFERS[num_perm] = np.empty(num_perm * _CHUNK, dtype=np.uint64)
-    mins = np.full(num_perm, np.iinfo(np.uint64).max, dtype=np.uint64)
-    hashes = np.asarray(hashes, dtype=np.uint64)  # repeats do not change a minimum
-    for start in range(0, len(hashes), _CHUNK):
-        chunk = hashes[None, start : start + _CHUNK]
-        buf = buffer[: num_perm * chunk.shape[1]].reshape(num_perm, chunk.shape[1])
-        np.multiply(a, chunk, out=buf)  # wraps modulo 2**64, as intended
-        np.add(buf, b, out=buf)
-        np.minimum(mins, buf.min(axis=1), out=mins)
-    # The minimum commutes with the shift, so shift once, after it.
-    signature: np.ndarray = (mins >> np.uint64(32)).astype(np.uint32)
-    return signature
+    z = _Z[min(max(near, 1), len(_Z) - 1)]
+    return threshold + z * estimate_sd(threshold)
 
 
-def jaccard_estimate(a: np.ndarray, b: np.ndarray) -> float:
-    """The share of equal signature positions: an unbiased estimate of the
-    Jaccard similarity of the two shingle sets (standard error
-    ``sqrt(J(1-J)/num_perm)``)."""
-    return float(np.count_nonzero(a == b)) / len(a)
+def best_match(
+    sketch: np.ndarray, candidates: np.ndarray, threshold: float
+) -> tuple[int, float] | None:
+    """``(position, estimate)`` of the candidate sketch (a row of the
+    ``(n, 128)`` uint8 ``candidates``) nearest to ``sketch``, when it clears
+    :func:`match_bar` for the candidates that came near the threshold; else
+    ``None``. The one decision rule of every store."""
+    if len(candidates) == 0:
+        return None
+    estimates = _estimates(
+        sketch, np.asarray(candidates, dtype=np.uint8).reshape(-1, SKETCH_BYTES)
+    )
+    best = int(estimates.argmax())
+    score = float(estimates[best])
+    if score < threshold:
+        return None
+    near = int(np.count_nonzero(estimates >= threshold - _NEAR_SDS * estimate_sd(threshold)))
+    if score < match_bar(threshold, near) - 1e-12:
+        return None
+    return best, score
 
 
-#: The bands and rows of the default threshold (0.75), and of every store
-#: written before the layout followed the threshold.
+#: The bands and rows of the default threshold (0.75).
 DEFAULT_LAYOUT = (16, 4)
 #: The share of the pairs at exactly the threshold that a layout brings
 #: together in at least one band (the estimate then confirms about half of
@@ -115,7 +277,7 @@ def band_probability(similarity: float, bands: int, rows: int) -> float:
 
 
 def lsh_layout(
-    threshold: float, num_perm: int = 128, target: float = TARGET_RECALL
+    threshold: float, num_perm: int = NUM_VALUES, target: float = TARGET_RECALL
 ) -> tuple[int, int]:
     """``(bands, rows)`` of the LSH index for ``threshold``.
 
@@ -151,26 +313,61 @@ def lsh_layout(
     return num_perm, 1
 
 
-class MinHashLSH:
-    """Signatures of kept documents, found again through LSH bands.
+# -- the band index -----------------------------------------------------------
 
-    The first ``bands * rows`` values of a signature form the bands (by
-    default, the :func:`lsh_layout` of ``threshold``); the whole signature
-    estimates the similarity. ``query`` returns the stored documents whose
-    estimated Jaccard similarity to the signature is at least ``threshold``,
-    best first; ``band_keys`` gives the 64-bit keys a store files a signature
-    under.
+_SLOT_BITS = 12  # a directory of 4096 slots, picked by the top 12 bits of a band key
+_SLOTS = 1 << _SLOT_BITS
+_ROW_MASK = 0xFFFF_FFFF
+_TOP32 = 0xFFFF_FFFF_0000_0000
+_BLOCK_BITS = 16  # sketches live in blocks of 65,536 rows: growing never copies
+_BLOCK = 1 << _BLOCK_BITS
+_U64 = np.empty(0, dtype=np.uint64)
+
+
+class _Shard:
+    """Band entries whose keys fall in directory slots ``lo`` to ``hi - 1``:
+    a sorted array of ``(top 32 bits of the key) << 32 | row`` plus a dict
+    buffer of recent entries (key -> row, or a tuple of rows)."""
+
+    __slots__ = ("buffer", "entries", "hi", "limit", "lo", "view")
+
+    def __init__(self, lo: int, hi: int, entries: np.ndarray, limit: int) -> None:
+        self.lo, self.hi = lo, hi
+        self.buffer: dict[int, Any] = {}
+        self.entries = entries
+        self.view = entries.data
+        self.limit = limit
+
+
+class MinHashLSH:
+    """Sketches of kept texts, found again through LSH band keys, in about
+    ``8 * bands + 128`` bytes per text (272 at the default layout).
+
+    Band entries are sorted uint64 arrays cut into shards by the top bits of
+    the key, each with a small dict buffer merged in once it reaches a
+    sixteenth of the shard (CompactMap's shape): a merge touches one shard of
+    at most about ``_SPLIT`` entries, whatever the size of the index, so no
+    call waits for the whole index to be rewritten. Sketches live in blocks of
+    65,536 rows. At most :data:`BUCKET_CAP` texts are filed under one key.
+
+    ``query`` returns the kept text :func:`best_match` picks, as a list of at
+    most one ``(doc_id, estimate)``.
     """
+
+    _MIN_BUFFER = 256
+    _SPLIT = 16384
 
     def __init__(
         self,
-        num_perm: int = 128,
+        num_perm: int = NUM_VALUES,
         bands: int | None = None,
         rows: int | None = None,
         threshold: float = 0.75,
     ) -> None:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+        if num_perm != NUM_VALUES:
+            raise ValueError(f"signatures have {NUM_VALUES} band values, not {num_perm}")
         if bands is None and rows is None:
             bands, rows = lsh_layout(threshold, num_perm)
         elif bands is None or rows is None:
@@ -183,52 +380,209 @@ class MinHashLSH:
         self.bands = bands
         self.rows = rows
         self.threshold = threshold
-        self._tables: dict[int, list[int]] = {}
-        self._signatures = np.empty((1024, num_perm), dtype=np.uint32)
-        self._ids: list[int] = []
-        # Mixing multipliers make the band key of band i differ from band j's.
-        self._mix = np.arange(1, bands + 1, dtype=np.uint64) * np.uint64(GOLDEN)
+        self._count = 0
+        self._blocks: list[np.ndarray] = []
+        self._ids: list[np.ndarray] | None = None  # None while doc ids are the rows
+        self._slots: list[_Shard] = [_Shard(0, _SLOTS, _U64, self._MIN_BUFFER)] * _SLOTS
+        self._last: tuple[Signature, list[int]] | None = None  # keys' bucket sizes
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return self._count
 
-    def band_keys(self, signature: np.ndarray) -> list[int]:
-        """One 64-bit key per band: equal keys mean equal band rows (up to
+    def band_keys(self, fingerprint: Signature) -> list[int]:
+        """One 64-bit key per band: equal keys mean equal band values (up to
         hash collisions, which only cost a wasted comparison)."""
-        rows = signature[: self.bands * self.rows].reshape(self.bands, self.rows)
-        rows = rows.astype(np.uint64)
-        key = self._mix.copy()
-        golden = np.uint64(GOLDEN)
-        for r in range(self.rows):
-            key ^= rows[:, r] + golden + (key << np.uint64(6)) + (key >> np.uint64(2))
-        return [int(k) for k in key]
+        return fingerprint.band_keys(self.bands, self.rows)
 
-    def query(self, signature: np.ndarray) -> list[tuple[int, float]]:
-        """``(doc_id, estimated Jaccard)`` of stored documents at or above the threshold."""
-        seen: set[int] = set()
-        for key in self.band_keys(signature):
-            rows = self._tables.get(key)
-            if rows:
-                seen.update(rows)
-        if not seen:
+    # -- lookups --
+
+    def _rows(self, key: int) -> list[int]:
+        shard = self._slots[key >> 52]
+        found = shard.buffer.get(key)
+        rows: list[int] = [] if found is None else list(found) if type(found) is tuple else [found]
+        view = shard.view
+        top = (key >> 32) << 32
+        i = bisect_left(view, top)
+        n = len(view)
+        while i < n and view[i] & 0xFFFF_FFFF_0000_0000 == top:
+            rows.append(view[i] & _ROW_MASK)
+            i += 1
+        return rows
+
+    def candidates(self, fingerprint: Signature) -> list[int]:
+        """Rows of kept texts sharing a band key with ``fingerprint``."""
+        sizes = []
+        seen: dict[int, None] = {}
+        for key in fingerprint.band_keys(self.bands, self.rows):
+            rows = self._rows(key)
+            sizes.append(len(rows))
+            for row in rows:
+                seen[row] = None
+        self._last = (fingerprint, sizes)
+        return list(seen)
+
+    def sketches(self, rows: Sequence[int]) -> np.ndarray:
+        """The ``(len(rows), 128)`` sketches of kept rows."""
+        blocks = self._blocks
+        if len(blocks) == 1:
+            return blocks[0][np.asarray(rows, dtype=np.intp)]
+        return np.stack([blocks[r >> _BLOCK_BITS][r & (_BLOCK - 1)] for r in rows])
+
+    def query(self, fingerprint: Signature) -> list[tuple[int, float]]:
+        """``[(doc_id, estimate)]`` of the kept text :func:`best_match` picks, or ``[]``."""
+        rows = self.candidates(fingerprint)
+        if not rows:
             return []
-        rows_idx = np.fromiter(seen, dtype=np.int64, count=len(seen))
-        equal = np.count_nonzero(self._signatures[rows_idx] == signature, axis=1) / self.num_perm
-        found = [
-            (self._ids[int(i)], float(s))
-            for i, s in zip(rows_idx, equal, strict=True)
-            if s >= self.threshold
-        ]
-        found.sort(key=lambda pair: (-pair[1], pair[0]))
-        return found
+        found = best_match(fingerprint.sketch, self.sketches(rows), self.threshold)
+        if found is None:
+            return []
+        return [(self._doc(rows[found[0]]), found[1])]
 
-    def add(self, signature: np.ndarray, doc_id: int) -> None:
-        row = len(self._ids)
-        if row == len(self._signatures):
-            grown = np.empty((2 * row, self.num_perm), dtype=np.uint32)
-            grown[:row] = self._signatures
-            self._signatures = grown
-        self._signatures[row] = signature
-        self._ids.append(doc_id)
-        for key in self.band_keys(signature):
-            self._tables.setdefault(key, []).append(row)
+    def _doc(self, row: int) -> int:
+        if self._ids is None:
+            return row
+        return int(self._ids[row >> _BLOCK_BITS][row & (_BLOCK - 1)])
+
+    # -- additions --
+
+    def add(self, fingerprint: Signature, doc_id: int) -> None:
+        row = self._count
+        offset = row & (_BLOCK - 1)
+        if offset == 0:
+            self._blocks.append(np.empty((_BLOCK, SKETCH_BYTES), dtype=np.uint8))
+            if self._ids is not None:
+                self._ids.append(np.empty(_BLOCK, dtype=np.int64))
+        self._blocks[-1][offset] = fingerprint.sketch
+        if self._ids is None and doc_id != row:
+            self._ids = [np.arange(b * _BLOCK, (b + 1) * _BLOCK) for b in range(len(self._blocks))]
+        if self._ids is not None:
+            self._ids[-1][offset] = doc_id
+        self._count += 1
+        keys = fingerprint.band_keys(self.bands, self.rows)
+        last = self._last
+        if last is not None and last[0] is fingerprint:
+            sizes = last[1]
+        else:
+            sizes = [len(self._rows(key)) for key in keys]
+        self._last = None
+        for key, size in zip(keys, sizes, strict=True):
+            if size >= BUCKET_CAP:
+                continue  # enough texts share this key to find their kin by it
+            shard = self._slots[key >> 52]
+            buffer = shard.buffer
+            held = buffer.get(key)
+            if held is None:
+                buffer[key] = row
+            else:
+                buffer[key] = (*held, row) if type(held) is tuple else (held, row)
+            if len(buffer) >= shard.limit:
+                self._merge(shard)
+
+    def add_many(
+        self, values: np.ndarray, sketches: np.ndarray, ids: Iterable[int] | None = None
+    ) -> None:
+        """Bulk-load kept texts: ``values`` ``(n, 128)`` uint16 and
+        ``sketches`` ``(n, 128)`` uint8 (see :meth:`MinHashMethod.decode_many`),
+        doc ids ``ids`` (default: their rows). The same texts as ``add`` one
+        by one, in one vectorized pass over the whole index."""
+        values = np.asarray(values, dtype=np.uint16).reshape(-1, NUM_VALUES)
+        sketches = np.asarray(sketches, dtype=np.uint8).reshape(-1, SKETCH_BYTES)
+        n = len(values)
+        if n == 0:
+            return
+        first = self._count
+        id_list = None if ids is None else np.fromiter(ids, dtype=np.int64, count=n)
+        if (
+            id_list is not None
+            and self._ids is None
+            and not np.array_equal(id_list, np.arange(first, first + n))
+        ):
+            self._ids = [np.arange(b * _BLOCK, (b + 1) * _BLOCK) for b in range(len(self._blocks))]
+        done = 0
+        while done < n:
+            row = self._count
+            offset = row & (_BLOCK - 1)
+            if offset == 0:
+                self._blocks.append(np.empty((_BLOCK, SKETCH_BYTES), dtype=np.uint8))
+                if self._ids is not None:
+                    self._ids.append(np.empty(_BLOCK, dtype=np.int64))
+            take = min(_BLOCK - offset, n - done)
+            self._blocks[-1][offset : offset + take] = sketches[done : done + take]
+            if self._ids is not None:
+                source = id_list if id_list is not None else np.arange(first, first + n)
+                self._ids[-1][offset : offset + take] = source[done : done + take]
+            self._count += take
+            done += take
+        self._last = None
+        # Every entry, old and new, in one sorted array of (key top bits, row):
+        # sorted by key, then by row; entries past the cap of a key dropped.
+        keys = band_keys_of(values, self.bands, self.rows)
+        keys &= np.uint64(_TOP32)
+        keys |= np.arange(first, first + n, dtype=np.uint64)[:, None]
+        entries = np.concatenate((self._all_entries(), keys.ravel()))
+        del keys
+        entries.sort()
+        tops = entries >> np.uint64(32)
+        start = np.flatnonzero(np.r_[True, tops[1:] != tops[:-1]])
+        del tops
+        rank = np.arange(len(entries)) - np.repeat(start, np.diff(np.r_[start, len(entries)]))
+        if (rank >= BUCKET_CAP).any():
+            entries = entries[rank < BUCKET_CAP]
+        del rank
+        self._slots = [_Shard(0, _SLOTS, _U64, self._MIN_BUFFER)] * _SLOTS
+        self._build(0, _SLOTS, entries)
+
+    def _all_entries(self) -> np.ndarray:
+        """Every entry held, as ``(top 32 bits of the key) << 32 | row``."""
+        parts, fresh, slot = [_U64], [], 0
+        while slot < _SLOTS:
+            shard = self._slots[slot]
+            parts.append(shard.entries)
+            for key, held in shard.buffer.items():
+                for row in held if type(held) is tuple else (held,):
+                    fresh.append((key & _TOP32) | row)
+            slot = shard.hi
+        parts.append(np.array(fresh, dtype=np.uint64))
+        return np.concatenate(parts)
+
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (the dict buffers not counted)."""
+        total = sum(int(b.nbytes) for b in self._blocks)
+        total += sum(int(b.nbytes) for b in self._ids or ())
+        slot = 0
+        while slot < _SLOTS:
+            shard = self._slots[slot]
+            total += int(shard.entries.nbytes)
+            slot = shard.hi
+        return total
+
+    def _merge(self, shard: _Shard) -> None:
+        """Merge the buffer of ``shard`` into its array (cost: the size of
+        the shard, not of the index); cut the shard in two if it grew too large."""
+        fresh = []
+        for key, held in shard.buffer.items():
+            top = key & 0xFFFF_FFFF_0000_0000
+            for row in held if type(held) is tuple else (held,):
+                fresh.append(top | row)
+        shard.buffer.clear()
+        entries = np.concatenate((shard.entries, np.array(fresh, dtype=np.uint64)))
+        entries.sort(kind="stable")
+        if len(entries) > self._SPLIT and shard.hi - shard.lo > 1:
+            self._build(shard.lo, shard.hi, entries, depth=1)
+        else:
+            shard.entries = entries
+            shard.view = entries.data
+            shard.limit = max(self._MIN_BUFFER, len(entries) >> 4)
+
+    def _build(self, lo: int, hi: int, entries: np.ndarray, depth: int = _SLOT_BITS) -> None:
+        """Install the sorted ``entries`` of slots ``lo`` to ``hi - 1`` as
+        shards: cut in halves while above ``_SPLIT`` entries."""
+        if depth == 0 or hi - lo == 1 or len(entries) <= self._SPLIT:
+            limit = max(self._MIN_BUFFER, len(entries) >> 4)
+            shard = _Shard(lo, hi, entries.copy(), limit)
+            self._slots[lo:hi] = [shard] * (hi - lo)
+            return
+        mid = (lo + hi) >> 1
+        cut = int(np.searchsorted(entries, np.uint64(mid << 52)))
+        self._build(lo, mid, entries[:cut], depth - 1)
+        self._build(mid, hi, entries[cut:], depth - 1)

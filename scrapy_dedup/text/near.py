@@ -14,13 +14,22 @@ anew at every start, Redis refuses a run whose index is another one
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from itertools import combinations, pairwise
 from typing import Any, Protocol
 
 import numpy as np
 
 from scrapy_dedup.text._hashing import GOLDEN, MASK64, mix64
-from scrapy_dedup.text.minhash import DEFAULT_LAYOUT, MinHashLSH, minhash_signature
+from scrapy_dedup.text.minhash import (
+    NUM_VALUES,
+    SKETCH_BYTES,
+    MinHashLSH,
+    Signature,
+    best_match,
+    jaccard_estimate,
+    signature,
+)
 from scrapy_dedup.text.shingles import shingle_hashes
 from scrapy_dedup.text.simhash import hamming, simhash_from_hashes
 from scrapy_dedup.text.simhash_index import SimhashIndex
@@ -80,6 +89,13 @@ class NearMethod(Protocol):
         """``(closeness, score)`` when ``other`` is a near duplicate of
         ``fingerprint`` (higher closeness is nearer), else ``None``."""
 
+    def best_match(
+        self, fingerprint: Any, candidates: Sequence[Any]
+    ) -> tuple[int, float, Any] | None:
+        """``(position, closeness, score)`` of the candidate ``fingerprint``
+        is a near duplicate of, deciding over all the ``candidates`` a lookup
+        found at once; ``None`` when none is."""
+
 
 #: A glob matching the suffix of every index name but the plain method name
 #: (a store deletes what it filed under any of them by this pattern).
@@ -102,27 +118,31 @@ class MinHashMethod:
     candidates found through MinHash LSH bands (the default), as many and as
     long as the threshold needs (:func:`~scrapy_dedup.text.minhash.lsh_layout`).
 
+    Fingerprints are one-permutation MinHash :class:`~scrapy_dedup.text.minhash.Signature`
+    objects: 128 band values of 16 bits and a 128-byte sketch of 512 2-bit
+    values that estimates the similarity. :meth:`best_match` is the decision:
+    it accounts for how many candidates were compared, so a page of a site
+    template is not dropped because one of its many lookalikes looked close.
+
     Two marker words pad each end of the text, so a changed first or last word
     weighs as much as one in the middle (3 shingles, not 1).
     """
 
-    name = "minhash"
+    #: "minhash" was the 128 x 32-bit signature of earlier versions: its
+    #: fingerprints are never compared with these.
+    name = "minhash2"
+    #: Bytes of an encoded fingerprint: 128 uint16 band values, then the sketch.
+    encoded_size = 2 * NUM_VALUES + SKETCH_BYTES
 
-    def __init__(self, threshold: float = 0.75, num_perm: int = 128) -> None:
+    def __init__(self, threshold: float = 0.75, num_perm: int = NUM_VALUES) -> None:
         self._lsh = MinHashLSH(num_perm, threshold=threshold)  # validates the parameters
         self.threshold = threshold
         self.num_perm = num_perm
         self.bands, self.rows = self._lsh.bands, self._lsh.rows
-        # The default layout keeps the plain name: stores written before the
-        # layout followed the threshold filed their band keys under it.
-        self.index_name = (
-            self.name
-            if (self.bands, self.rows) == DEFAULT_LAYOUT
-            else f"{self.name}-{self.bands:03d}x{self.rows:03d}"
-        )
+        self.index_name = f"{self.name}-{self.bands:03d}x{self.rows:03d}"
 
-    def fingerprint(self, text: str) -> np.ndarray:
-        return minhash_signature(shingle_hashes(f"{_START} {text} {_END}"), self.num_perm)
+    def fingerprint(self, text: str) -> Signature:
+        return signature(shingle_hashes(f"{_START} {text} {_END}"))
 
     def new_index(self) -> MinHashLSH:
         return MinHashLSH(self.num_perm, threshold=self.threshold)
@@ -130,20 +150,48 @@ class MinHashMethod:
     def describe(self, score: Any) -> str:
         return f"estimated Jaccard similarity {score:.2f}"
 
-    def encode(self, fingerprint: np.ndarray) -> bytes:
-        return np.asarray(fingerprint, dtype="<u4").tobytes()
+    def encode(self, fingerprint: Signature) -> bytes:
+        return fingerprint.values.astype("<u2").tobytes() + fingerprint.sketch.tobytes()
 
-    def decode(self, data: bytes) -> np.ndarray:
-        if len(data) != 4 * self.num_perm:
-            raise ValueError(f"a {self.num_perm}-value MinHash is {4 * self.num_perm} bytes")
-        return np.frombuffer(data, dtype="<u4").astype(np.uint32)
+    def decode(self, data: bytes) -> Signature:
+        if len(data) != self.encoded_size:
+            raise ValueError(f"a {self.name} fingerprint is {self.encoded_size} bytes")
+        values = np.frombuffer(data, dtype="<u2", count=NUM_VALUES).astype(np.uint16)
+        sketch = np.frombuffer(data, dtype=np.uint8, offset=2 * NUM_VALUES).copy()
+        return Signature(values, sketch)
 
-    def band_keys(self, fingerprint: np.ndarray) -> list[int]:
-        return self._lsh.band_keys(fingerprint)
+    def decode_many(self, blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """``(values, sketches)`` of many encoded fingerprints at once, for
+        :meth:`MinHashLSH.add_many` (a blob of another size raises ``ValueError``)."""
+        if any(len(b) != self.encoded_size for b in blobs):
+            raise ValueError(f"a {self.name} fingerprint is {self.encoded_size} bytes")
+        raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(-1, self.encoded_size)
+        values = raw[:, : 2 * NUM_VALUES].copy().view("<u2").astype(np.uint16)
+        return values, raw[:, 2 * NUM_VALUES :].copy()
 
-    def match(self, fingerprint: np.ndarray, other: np.ndarray) -> tuple[float, Any] | None:
-        score = float(np.count_nonzero(fingerprint == other)) / self.num_perm
+    def band_keys(self, fingerprint: Signature) -> list[int]:
+        return fingerprint.band_keys(self.bands, self.rows)
+
+    def match(self, fingerprint: Signature, other: Signature) -> tuple[float, Any] | None:
+        """One comparison: the estimate, when it reaches the threshold. A
+        store comparing several candidates calls :meth:`best_match` instead."""
+        score = jaccard_estimate(fingerprint, other)
         return (score, score) if score >= self.threshold else None
+
+    def best_match(
+        self, fingerprint: Signature, candidates: Sequence[Signature]
+    ) -> tuple[int, float, Any] | None:
+        """``(position, closeness, score)`` of the candidate ``fingerprint``
+        is a near duplicate of, among all the ``candidates`` a lookup found
+        (each at most once); ``None`` when none is. The bar rises with the
+        number of candidates near the threshold
+        (:func:`~scrapy_dedup.text.minhash.match_bar`)."""
+        if not candidates:
+            return None
+        found = best_match(
+            fingerprint.sketch, np.stack([c.sketch for c in candidates]), self.threshold
+        )
+        return None if found is None else (found[0], found[1], found[1])
 
 
 class SimhashMethod:
@@ -196,6 +244,17 @@ class SimhashMethod:
         distance = hamming(fingerprint, other)
         return (-distance, distance) if distance <= self.max_distance else None
 
+    def best_match(
+        self, fingerprint: int, candidates: Sequence[int]
+    ) -> tuple[int, float, Any] | None:
+        # The index is exact (every pair within the radius is found): no bar to raise.
+        best: tuple[int, float, Any] | None = None
+        for position, other in enumerate(candidates):
+            found = self.match(fingerprint, other)
+            if found is not None and (best is None or found[0] > best[1]):
+                best = (position, found[0], found[1])
+        return best
+
 
 def make_method(name: str, *, threshold: float, max_distance: int) -> NearMethod | None:
     """The method called ``name`` ("minhash", "simhash" or "off")."""
@@ -213,11 +272,18 @@ def fitting_settings(index_name: str) -> str:
     (for a message asking a user to run with them)."""
     method = index_name.partition("-")[0]
     if method == "minhash":
-        fits = [t / 100 for t in range(50, 101) if MinHashMethod(t / 100).index_name == index_name]
+        return (
+            f"an earlier scrapy-dedup version's MinHash (index {index_name!r}), "
+            "whose fingerprints this version cannot compare"
+        )
+    if method == MinHashMethod.name:
+        fits = [
+            t / 1000 for t in range(500, 1001) if MinHashMethod(t / 1000).index_name == index_name
+        ]
         if len(fits) == 1:
-            return f"DEDUP_NEAR_THRESHOLD={fits[0]:.2f}"
+            return f"DEDUP_NEAR_THRESHOLD={fits[0]:.3f}"
         if fits:
-            return f"DEDUP_NEAR_THRESHOLD from {fits[0]:.2f} to {fits[-1]:.2f}"
+            return f"DEDUP_NEAR_THRESHOLD from {fits[0]:.3f} to {fits[-1]:.3f}"
     elif method == "simhash":
         radii = [str(d) for d in range(9) if SimhashMethod(d).index_name == index_name]
         if radii:

@@ -6,6 +6,7 @@ safe). (A memory store lives for one run: tests/text/test_lsh_layout.py.)"""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -96,15 +97,15 @@ def _keys(store: DedupStore, pattern: str) -> list[bytes]:
 
 
 def _index_field(redis_url: str, namespace: str, value: bytes | None = b"") -> bytes | None:
-    """The namespace's ``near:minhash`` field; deleted first when ``value`` is
+    """The namespace's ``near:minhash2`` field; deleted first when ``value`` is
     None (as a namespace written before the field existed has it)."""
     import redis
 
     client = redis.Redis.from_url(redis_url)
     try:
         if value is None:
-            client.hdel(f"{PREFIX}:{namespace}:run", "near:minhash")
-        found: bytes | None = client.hget(f"{PREFIX}:{namespace}:run", "near:minhash")
+            client.hdel(f"{PREFIX}:{namespace}:run", "near:minhash2")
+        found: bytes | None = client.hget(f"{PREFIX}:{namespace}:run", "near:minhash2")
         return found
     finally:
         client.close()
@@ -129,8 +130,8 @@ def test_redis_refuses_another_layout_and_says_what_fits(any_redis: str, pairs: 
             store.use_near(low)
         message = str(refused.value)
         assert f"namespace {namespace!r} of " in message
-        assert "indexed for DEDUP_NEAR_THRESHOLD from 0.71 to 1.00" in message
-        assert "index 'minhash-035x003'" in message
+        assert "indexed for DEDUP_NEAR_THRESHOLD from 0.708 to 1.000" in message
+        assert "index 'minhash2-035x003'" in message
         assert "DEDUP_RESET=1" in message and "DEDUP_NAMESPACE" in message
         with pytest.raises(StoreError):  # not by a lookup either
             store.match_near(low, low.fingerprint(pairs[0][1]))
@@ -139,7 +140,7 @@ def test_redis_refuses_another_layout_and_says_what_fits(any_redis: str, pairs: 
         for text, url in urls.items():
             match = store.match_near(high, high.fingerprint(text))
             assert match is not None and match[0] == url
-        assert not _keys(store, f"{PREFIX}:{namespace}:n:minhash-*")
+        assert not _keys(store, f"{PREFIX}:{namespace}:n:minhash2-035x003:*")
 
         store.clear()  # DEDUP_RESET: the namespace starts over, any layout fits
         store.use_near(low)
@@ -147,18 +148,22 @@ def test_redis_refuses_another_layout_and_says_what_fits(any_redis: str, pairs: 
         assert _found(store, low, pairs[30:], urls) >= 0.97
         store.close()
         store = open_store(any_redis, namespace, prefix=PREFIX)
-        with pytest.raises(StoreError, match=r"indexed for DEDUP_NEAR_THRESHOLD=0\.50"):
+        with pytest.raises(
+            StoreError, match=r"indexed for DEDUP_NEAR_THRESHOLD from 0\.500 to 0\.502"
+        ):
             store.use_near(default)
     finally:
         store.clear()
         store.close()
 
 
-def test_redis_reads_a_namespace_written_before_the_layout_was_recorded(
-    redis_url: str, pairs: Pairs
+def test_redis_claims_an_unclaimed_namespace_for_the_index_that_holds_its_texts(
+    redis_url: str, pairs: Pairs, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Texts kept by an earlier version (no ``near:minhash`` field) are in the
-    default layout's index: kept as they are at 0.75, refused at 0.5."""
+    """No ``near:minhash2`` claim (lost with a failover, or deleted by a
+    reset in progress), texts kept at 0.75: claimed for their index, so 0.5 is
+    refused and 0.9 reads them. Texts of an earlier version's MinHash are
+    said to be incomparable."""
     namespace = f"layout-{uuid.uuid4().hex[:10]}"
     default, low = MinHashMethod(0.75), MinHashMethod(0.5)
     store = open_store(redis_url, namespace, prefix=PREFIX)
@@ -168,9 +173,9 @@ def test_redis_reads_a_namespace_written_before_the_layout_was_recorded(
         assert _index_field(redis_url, namespace, None) is None
 
         store = open_store(redis_url, namespace, prefix=PREFIX)
-        with pytest.raises(StoreError, match=r"from 0\.71 to 1\.00"):
+        with pytest.raises(StoreError, match=r"from 0\.708 to 1\.000"):
             store.use_near(low)
-        assert _index_field(redis_url, namespace) == b"minhash"
+        assert _index_field(redis_url, namespace) == b"minhash2-016x004"
         store.close()
 
         assert _index_field(redis_url, namespace, None) is None
@@ -178,14 +183,18 @@ def test_redis_reads_a_namespace_written_before_the_layout_was_recorded(
         for text, url in urls.items():
             match = store.match_near(default, default.fingerprint(text))
             assert match is not None and match[0] == url
-        assert _index_field(redis_url, namespace) == b"minhash"
+        assert _index_field(redis_url, namespace) == b"minhash2-016x004"
+        assert "earlier scrapy-dedup version" not in caplog.text
         store.close()
 
-        # An earlier version marked a namespace split between two indexes "".
+        # An earlier version kept texts under its own method's name.
         store = open_store(redis_url, namespace, prefix=PREFIX)
-        store.client.hset(f"{PREFIX}:{namespace}:run", "near:minhash", "")  # type: ignore[attr-defined]
-        with pytest.raises(StoreError, match="split between two indexes"):
-            store.use_near(default)
+        store.client.hset(f"{PREFIX}:{namespace}:d:minhash:3f", "doc", "old")  # type: ignore[attr-defined]
+        _index_field(redis_url, namespace, None)
+        with caplog.at_level(logging.WARNING):
+            store.use_near(MinHashMethod(0.9))
+        assert "near-duplicate texts kept by an earlier scrapy-dedup version" in caplog.text
+        assert "DEDUP_RESET=1" in caplog.text
     finally:
         store.clear()
         store.close()
@@ -200,8 +209,8 @@ def test_of_two_workers_starting_with_different_thresholds_the_second_refuses(
     second = open_store(redis_url, namespace, prefix=PREFIX)
     try:
         first.use_near(MinHashMethod(0.5))
-        assert _index_field(redis_url, namespace) == b"minhash-035x003"
-        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD=0\.50"):
+        assert _index_field(redis_url, namespace) == b"minhash2-035x003"
+        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD from 0\.500 to 0\.502"):
             second.use_near(MinHashMethod(0.75))
         second.use_near(MinHashMethod(0.5))
     finally:
@@ -254,7 +263,7 @@ def test_a_reset_by_another_worker_is_noticed_at_the_next_lookup(
         _keep(a, low, [x for x, _, _ in pairs[:5]])
         b.clear()
         b.use_near(default)
-        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD from 0\.71 to 1\.00"):
+        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD from 0\.708 to 1\.000"):
             a.match_near(low, low.fingerprint(pairs[5][0]))
     finally:
         b.clear()
@@ -276,17 +285,39 @@ def test_a_reset_with_the_same_settings_leaves_running_workers_going(
         a.use_near(low)
         b.clear()
         urls = _keep(a, low, [x for x, _, _ in pairs[:20]])
-        assert _index_field(redis_url, namespace) == b"minhash-035x003"
+        assert _index_field(redis_url, namespace) == b"minhash2-035x003"
         b.use_near(low)
         assert _found(b, low, pairs[:20], urls) >= 0.97
         # An unclaimed namespace whose band keys are in a suffixed index is
         # claimed for that index, not taken for the default one.
         _index_field(redis_url, namespace, None)
         c = open_store(redis_url, namespace, prefix=PREFIX)
-        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD=0\.50"):
+        with pytest.raises(StoreError, match=r"DEDUP_NEAR_THRESHOLD from 0\.500 to 0\.502"):
             c.use_near(MinHashMethod(0.75))
     finally:
         b.clear()
         for store in (a, b, c):
             if store is not None:
                 store.close()
+
+
+def test_sqlite_says_when_texts_of_an_earlier_minhash_cannot_be_compared(
+    tmp_path: Path, pairs: Pairs, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    store = SqliteStore(tmp_path / "dedup.db", "old")
+    urls = _keep(store, MinHashMethod(0.75), [a for a, _, _ in pairs[:5]])
+    store.close()
+    with sqlite3.connect(tmp_path / "dedup.db") as db:  # as an earlier version wrote it
+        db.execute("INSERT INTO near SELECT ns, 'minhash', zeroblob(512), url FROM near")
+    store = SqliteStore(tmp_path / "dedup.db", "old")
+    try:
+        method = MinHashMethod(0.75)
+        with caplog.at_level(logging.WARNING):
+            for text, url in urls.items():  # this version's texts are found as before
+                match = store.match_near(method, method.fingerprint(text))
+                assert match is not None and match[0] == url
+        assert caplog.text.count("5 near-duplicate texts kept by an earlier") == 1
+    finally:
+        store.close()

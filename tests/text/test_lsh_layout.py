@@ -19,7 +19,12 @@ from scrapy_dedup.text.minhash import (
     jaccard_estimate,
     lsh_layout,
 )
-from scrapy_dedup.text.near import INDEX_SUFFIX_GLOB, MinHashMethod, SimhashMethod
+from scrapy_dedup.text.near import (
+    INDEX_SUFFIX_GLOB,
+    MinHashMethod,
+    SimhashMethod,
+    fitting_settings,
+)
 from tests.text.neardup_corpus import pairs_at_similarity
 
 # threshold -> (bands, rows) for 128-value signatures
@@ -78,15 +83,21 @@ def test_thresholds_below_what_the_bands_serve_still_get_the_likeliest_layout() 
 
 
 def test_index_names_tell_layouts_apart() -> None:
-    assert MinHashMethod().index_name == MinHashMethod(0.9).index_name == "minhash"
-    assert MinHashMethod(0.5).index_name == "minhash-035x003"
-    assert MinHashMethod(0.65).index_name == "minhash-024x004"
+    assert MinHashMethod().index_name == MinHashMethod(0.9).index_name == "minhash2-016x004"
+    assert MinHashMethod(0.5).index_name == "minhash2-035x003"
+    assert MinHashMethod(0.65).index_name == "minhash2-024x004"
     assert SimhashMethod(3).index_name == "simhash"
     assert SimhashMethod(6).index_name == "simhash-008x002"
-    for name in ("minhash-035x003", "minhash-024x004", "simhash-008x002"):
+    for name in ("minhash2-016x004", "minhash2-035x003", "simhash-008x002"):
         method, _, _ = name.partition("-")
         assert fnmatchcase(name, method + INDEX_SUFFIX_GLOB)
-    assert not fnmatchcase("minhash", "minhash" + INDEX_SUFFIX_GLOB)
+    assert not fnmatchcase("minhash2", "minhash2" + INDEX_SUFFIX_GLOB)
+    # Fingerprints of the earlier 128 x 32-bit MinHash are filed under "minhash".
+    assert MinHashMethod.name == "minhash2"
+    assert "earlier" in fitting_settings("minhash-035x003")
+    assert fitting_settings("minhash2-035x003") == "DEDUP_NEAR_THRESHOLD from 0.500 to 0.502"
+    assert fitting_settings("minhash2-034x003") == "DEDUP_NEAR_THRESHOLD from 0.503 to 0.506"
+    assert fitting_settings("minhash2-016x004") == "DEDUP_NEAR_THRESHOLD from 0.708 to 1.000"
 
 
 @pytest.mark.parametrize("threshold", [0.5, 0.6])
