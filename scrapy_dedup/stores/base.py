@@ -250,3 +250,17 @@ def warn_old_fingerprints(where: str, count: int | None = None) -> None:
         where,
         "some" if count is None else count,
     )
+
+
+def warn_old_texts(where: str, version: int, current: int) -> None:
+    """Say once per store that its exact-text digests were made by an earlier
+    text normalization (``version``; this one is ``current``)."""
+    logger.warning(
+        "Dedup store %s holds texts recorded with an earlier text normalization "
+        "(version %d, now %d: Unicode forms, entities, zero-width characters): an item "
+        "whose text the new one spells otherwise is kept once more, as new; none is "
+        "lost. To start the namespace over, run once with -s DEDUP_RESET=1.",
+        where,
+        version,
+        current,
+    )

@@ -59,9 +59,11 @@ from scrapy_dedup.stores.base import (
     StoreError,
     redact,
     warn_old_fingerprints,
+    warn_old_texts,
 )
 from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.stores.memory import MemoryStore
+from scrapy_dedup.text.clean import TEXT_VERSION
 from scrapy_dedup.text.near import INDEX_SUFFIX_GLOB, doc_id, fitting_settings
 
 if TYPE_CHECKING:
@@ -461,7 +463,14 @@ class RedisStore(DedupStore):
             self.client.hset(run_key, f"w:{self.worker}", self.run)
         self._run_bytes = str(self.run).encode()
         peers = self._peers()
-        kept, texts = self.client.hmget(self._run_key, ["kept", "texts"])
+        kept, texts, version = self.client.hmget(self._run_key, ["kept", "texts", "text_version"])
+        if join:
+            # Texts recorded before the normalization was versioned are version 1.
+            if int(texts or 0) and int(version or 1) < TEXT_VERSION:
+                warn_old_texts(
+                    f"{self.uri}, namespace {self.namespace!r}", int(version or 1), TEXT_VERSION
+                )
+            self.client.hset(run_key, "text_version", TEXT_VERSION)
         names = self._pending_names()
         pending = sum(self._pipe("count the frontier", lambda p: [p.hlen(n) for n in names]))
         joined = f"joined run {self.run} of {len(peers)} running workers"
@@ -850,7 +859,11 @@ class RedisStore(DedupStore):
                     pipe.unlink(name)
                 pipe.execute()
             if not urls_only:  # the workers connected now stay in this run
-                notes = {"run": self.run, f"w:{self.worker}": self.run}
+                notes = {
+                    "run": self.run,
+                    f"w:{self.worker}": self.run,
+                    "text_version": TEXT_VERSION,
+                }
                 self.client.hset(self._run_key, mapping=notes)
         except self._errors as exc:
             raise StoreError(f"dedup store {self.uri} failed to clear: {exc}") from exc

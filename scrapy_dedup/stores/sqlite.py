@@ -18,10 +18,11 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from scrapy_dedup.keys import PREVIOUS_RUN
-from scrapy_dedup.stores.base import StoreError, warn_old_fingerprints
+from scrapy_dedup.stores.base import StoreError, warn_old_fingerprints, warn_old_texts
 from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.stores.memory import MemoryStore
 from scrapy_dedup.stores.strings import StringList
+from scrapy_dedup.text.clean import TEXT_VERSION
 
 if TYPE_CHECKING:
     from scrapy_dedup.text.near import NearIndex, NearMethod
@@ -60,6 +61,7 @@ CREATE TABLE IF NOT EXISTS claims (
     ns INTEGER NOT NULL, key INTEGER NOT NULL, owner INTEGER NOT NULL,
     PRIMARY KEY (ns, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS runs (ns INTEGER PRIMARY KEY, clean INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS text_version (ns INTEGER PRIMARY KEY, version INTEGER NOT NULL);
 """
 # What version 2 files lack (kept_at: when a page was kept, for DEDUP_RECRAWL_AFTER;
 # url: its URL, to forget pages by prefix; runs: whether the last run closed).
@@ -324,6 +326,12 @@ class SqliteStore(MemoryStore):
             self._urls.update(keys[fresh], infos[fresh] | np.uint64(PREVIOUS_RUN))
         for digest, url in db.execute("SELECT digest, url FROM content WHERE ns = ?", (ns,)):
             self._content[bytes(digest)] = url
+        # Texts recorded before the normalization was versioned are version 1.
+        row = db.execute("SELECT version FROM text_version WHERE ns = ?", (ns,)).fetchone()
+        recorded = row[0] if row else 1
+        if self._content and recorded < TEXT_VERSION:
+            warn_old_texts(f"{self.path}, namespace {self.namespace!r}", recorded, TEXT_VERSION)
+        db.execute("INSERT OR REPLACE INTO text_version VALUES (?, ?)", (ns, TEXT_VERSION))
         row = db.execute("SELECT clean FROM runs WHERE ns = ?", (ns,)).fetchone()
         self.last_run_closed = bool(row and row[0])
         db.execute("INSERT OR REPLACE INTO runs VALUES (?, 0)", (ns,))

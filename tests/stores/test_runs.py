@@ -236,3 +236,30 @@ def test_redis_workers_starting_together_join_one_run(redis_url: str) -> None:
     stores[0].clear()
     for store in stores:
         store.close()
+
+
+def test_texts_of_an_earlier_normalization_are_announced_once(
+    open_store: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A namespace whose texts were recorded before the text normalization
+    was versioned says so at the next start, then never again."""
+    store = open_store()
+    with store.hold() as held:
+        assert store.add_content(b"d" * 16, "https://a.test/1") is None
+    store.release(held)
+    store.close()
+    store = open_store()
+    store.close()
+    assert "earlier text normalization" not in caplog.text  # recorded with this one
+
+    if isinstance(store, SqliteStore):  # as an earlier version left it
+        with closing(sqlite3.connect(store.path)) as db, db:
+            db.execute("DELETE FROM text_version")
+    else:
+        store.client.hdel(f"{store.base}:run", "text_version")  # type: ignore[attr-defined]
+    store = open_store()
+    store.close()
+    assert caplog.text.count("earlier text normalization (version 1, now 2") == 1
+    store = open_store()
+    store.close()
+    assert caplog.text.count("earlier text normalization") == 1
