@@ -135,9 +135,41 @@ class Signature:
         cached = self._keys
         if cached is not None and cached[0] == (bands, rows):
             return cached[1]
-        keys: list[int] = band_keys_of(self.values[None, :], bands, rows)[0].tolist()
+        values = self.values
+        if rows == 4 and values.dtype == np.uint16 and values.flags.c_contiguous:
+            # The key before mixing is the little-endian uint64 of 4 values.
+            key = values[: 4 * bands].view("<u8") + _band_salts(bands)
+            keys: list[int] = _mix64_small(key).tolist()
+        else:
+            keys = band_keys_of(values[None, :], bands, rows)[0].tolist()
         self._keys = ((bands, rows), keys)
         return keys
+
+
+_SALTS: dict[int, np.ndarray] = {}
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def _band_salts(bands: int) -> np.ndarray:
+    """What band ``b`` adds to its key before mixing: ``(b + 1) * GOLDEN``."""
+    salts = _SALTS.get(bands)
+    if salts is None:
+        salts = _SALTS[bands] = np.arange(1, bands + 1, dtype=np.uint64) * np.uint64(GOLDEN)
+    return salts
+
+
+def _mix64_small(z: np.ndarray) -> np.ndarray:
+    """:func:`mix64_array` in place with fewer temporaries (small arrays)."""
+    t = z >> _S30
+    z ^= t
+    z *= _M1
+    np.right_shift(z, _S27, out=t)
+    z ^= t
+    z *= _M2
+    np.right_shift(z, _S31, out=t)
+    z ^= t
+    return z
 
 
 def signature(hashes: np.ndarray) -> Signature:
@@ -170,14 +202,29 @@ def signature(hashes: np.ndarray) -> Signature:
 
 def band_keys_of(values: np.ndarray, bands: int, rows: int) -> npt.NDArray[np.uint64]:
     """Band keys of many signatures at once: ``values`` is ``(n, 128)``
-    uint16, the answer ``(n, bands)`` uint64."""
-    v = np.asarray(values)[:, : bands * rows].astype(np.uint64).reshape(len(values), bands, rows)
-    key = np.zeros((len(values), bands), dtype=np.uint64)
+    uint16, the answer ``(n, bands)`` uint64. A band's key mixes its values
+    packed 16 bits apart (folded every 4 values) plus ``(band + 1) * GOLDEN``."""
+    values = np.asarray(values)
+    n = len(values)
+    if rows <= 4 and n:
+        # Packed with no loop over bands: for 4 rows, a view of the values.
+        packed = np.ascontiguousarray(values, dtype="<u2").reshape(n, -1)
+        if rows == 4:
+            key = packed.view("<u8")[:, :bands] + _band_salts(bands)
+        else:
+            key = np.zeros((n, bands), dtype=np.uint64)
+            for r in range(rows):
+                column = packed[:, r : bands * rows : rows].astype(np.uint64)
+                key |= column << np.uint64(16 * r)
+            key += _band_salts(bands)
+        return mix64_array(key)
+    v = values[:, : bands * rows].astype(np.uint64).reshape(n, bands, rows)
+    key = np.zeros((n, bands), dtype=np.uint64)
     for r in range(rows):
         if r and r % 4 == 0:  # more than 64 bits of values: fold
             key = mix64_array(key)
         key ^= v[:, :, r] << np.uint64(16 * (r % 4))
-    key += (np.arange(1, bands + 1, dtype=np.uint64) * np.uint64(GOLDEN))[None, :]
+    key += _band_salts(bands)[None, :]
     return mix64_array(key)
 
 
@@ -317,41 +364,60 @@ def lsh_layout(
 
 _SLOT_BITS = 12  # a directory of 4096 slots, picked by the top 12 bits of a band key
 _SLOTS = 1 << _SLOT_BITS
+_SLOT_SHIFT = 32 - _SLOT_BITS  # from the top 32 bits of a key to its slot
 _ROW_MASK = 0xFFFF_FFFF
 _TOP32 = 0xFFFF_FFFF_0000_0000
-_BLOCK_BITS = 16  # sketches live in blocks of 65,536 rows: growing never copies
+# Sketches live in blocks of 16,384 rows (2 MiB): growing never copies, and
+# numpy asks for transparent huge pages only from 4 MiB on (their first touch
+# can stall a call for milliseconds while the kernel compacts memory).
+_BLOCK_BITS = 14
 _BLOCK = 1 << _BLOCK_BITS
 _U64 = np.empty(0, dtype=np.uint64)
 
 
 class _Shard:
     """Band entries whose keys fall in directory slots ``lo`` to ``hi - 1``:
-    a sorted array of ``(top 32 bits of the key) << 32 | row`` plus a dict
-    buffer of recent entries (key -> row, or a tuple of rows)."""
+    a sorted array of ``(top 32 bits of the key) << 32 | row``, a bitmap of
+    the keys in it (about 8 bits per entry, so most keys that are not there
+    are told apart without a search), and a dict buffer of recent entries
+    (top 32 bits of the key -> row, or a tuple of rows)."""
 
-    __slots__ = ("buffer", "entries", "hi", "limit", "lo", "view")
+    __slots__ = ("bits", "buffer", "entries", "hi", "limit", "lo", "mask", "view")
 
     def __init__(self, lo: int, hi: int, entries: np.ndarray, limit: int) -> None:
         self.lo, self.hi = lo, hi
         self.buffer: dict[int, Any] = {}
+        self.limit = limit
+        self.install(entries)
+
+    def install(self, entries: np.ndarray) -> None:
         self.entries = entries
         self.view = entries.data
-        self.limit = limit
+        size = 8
+        while size < 8 * len(entries):
+            size <<= 1
+        self.mask = size - 1
+        seen = np.zeros(size, dtype=bool)
+        seen[(entries >> np.uint64(32)) & np.uint64(size - 1)] = True
+        self.bits = np.packbits(seen, bitorder="little").tobytes()
 
 
 class MinHashLSH:
     """Sketches of kept texts, found again through LSH band keys, in about
-    ``8 * bands + 128`` bytes per text (272 at the default layout).
+    ``8 * bands + 128`` bytes per text (256 at the default layout).
 
-    Band entries are sorted uint64 arrays cut into shards by the top bits of
-    the key, each with a small dict buffer merged in once it reaches a
-    sixteenth of the shard (CompactMap's shape): a merge touches one shard of
-    at most about ``_SPLIT`` entries, whatever the size of the index, so no
-    call waits for the whole index to be rewritten. Sketches live in blocks of
-    65,536 rows. At most :data:`BUCKET_CAP` texts are filed under one key.
+    Band entries are sorted uint64 arrays of ``(top 32 bits of the key) << 32
+    | row``, cut into shards by the top bits of the key, each with a small dict
+    buffer merged in once it reaches a sixteenth of the shard (CompactMap's
+    shape): a merge touches one shard of at most about ``_SPLIT`` entries,
+    whatever the size of the index, so no call waits for the whole index to be
+    rewritten. Two keys are one when their top 32 bits are (a collision only
+    costs a wasted comparison). Sketches live in blocks of 16,384 rows. At
+    most :data:`BUCKET_CAP` texts are filed under one key: the first ones.
 
     ``query`` returns the kept text :func:`best_match` picks, as a list of at
-    most one ``(doc_id, estimate)``.
+    most one ``(doc_id, estimate)``; ``add`` right after a ``query`` of the
+    same fingerprint reuses what the query found.
     """
 
     _MIN_BUFFER = 256
@@ -382,7 +448,9 @@ class MinHashLSH:
         self.threshold = threshold
         self._count = 0
         self._blocks: list[np.ndarray] = []
-        self._ids: list[np.ndarray] | None = None  # None while doc ids are the rows
+        # Doc ids per block; None while they are the rows (for the whole
+        # index, or for one block).
+        self._ids: list[np.ndarray | None] | None = None
         self._slots: list[_Shard] = [_Shard(0, _SLOTS, _U64, self._MIN_BUFFER)] * _SLOTS
         self._last: tuple[Signature, list[int]] | None = None  # keys' bucket sizes
 
@@ -396,30 +464,48 @@ class MinHashLSH:
 
     # -- lookups --
 
+    def _lookup(self, keys: list[int], found: list[int]) -> list[int]:
+        """Append to ``found`` the rows filed under each key; the number of
+        them per key."""
+        slots = self._slots
+        sizes = []
+        for key in keys:
+            top = key >> 32
+            shard = slots[top >> _SLOT_SHIFT]
+            size = 0
+            bit = top & shard.mask
+            if shard.bits[bit >> 3] >> (bit & 7) & 1:
+                view = shard.view
+                i = bisect_left(view, top << 32)
+                if i < len(view) and view[i] >> 32 == top:
+                    end = len(view)
+                    j = i
+                    while j < end and view[j] >> 32 == top:
+                        found.append(view[j] & _ROW_MASK)
+                        j += 1
+                    size = j - i
+            held = shard.buffer.get(top)
+            if held is not None:
+                if type(held) is tuple:
+                    found.extend(held)
+                    size += len(held)
+                else:
+                    found.append(held)
+                    size += 1
+            sizes.append(size)
+        return sizes
+
     def _rows(self, key: int) -> list[int]:
-        shard = self._slots[key >> 52]
-        found = shard.buffer.get(key)
-        rows: list[int] = [] if found is None else list(found) if type(found) is tuple else [found]
-        view = shard.view
-        top = (key >> 32) << 32
-        i = bisect_left(view, top)
-        n = len(view)
-        while i < n and view[i] & 0xFFFF_FFFF_0000_0000 == top:
-            rows.append(view[i] & _ROW_MASK)
-            i += 1
-        return rows
+        found: list[int] = []
+        self._lookup([key], found)
+        return found
 
     def candidates(self, fingerprint: Signature) -> list[int]:
         """Rows of kept texts sharing a band key with ``fingerprint``."""
-        sizes = []
-        seen: dict[int, None] = {}
-        for key in fingerprint.band_keys(self.bands, self.rows):
-            rows = self._rows(key)
-            sizes.append(len(rows))
-            for row in rows:
-                seen[row] = None
+        found: list[int] = []
+        sizes = self._lookup(fingerprint.band_keys(self.bands, self.rows), found)
         self._last = (fingerprint, sizes)
-        return list(seen)
+        return list(dict.fromkeys(found)) if found else found
 
     def sketches(self, rows: Sequence[int]) -> np.ndarray:
         """The ``(len(rows), 128)`` sketches of kept rows."""
@@ -439,42 +525,62 @@ class MinHashLSH:
         return [(self._doc(rows[found[0]]), found[1])]
 
     def _doc(self, row: int) -> int:
-        if self._ids is None:
+        ids = self._ids
+        if ids is None:
             return row
-        return int(self._ids[row >> _BLOCK_BITS][row & (_BLOCK - 1)])
+        block = ids[row >> _BLOCK_BITS]
+        return row if block is None else int(block[row & (_BLOCK - 1)])
 
     # -- additions --
+
+    def _new_block(self) -> None:
+        self._blocks.append(np.empty((_BLOCK, SKETCH_BYTES), dtype=np.uint8))
+        if self._ids is not None:
+            self._ids.append(np.empty(_BLOCK, dtype=np.int64))
+
+    def _explicit_ids(self) -> list[np.ndarray | None]:
+        """Doc ids from now on given per row: earlier full blocks keep theirs
+        implicit (no copy of the whole index), the current one gets an array."""
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = [None] * len(self._blocks)
+            if ids:
+                b = len(ids) - 1
+                ids[-1] = np.arange(b * _BLOCK, (b + 1) * _BLOCK, dtype=np.int64)
+        return ids
 
     def add(self, fingerprint: Signature, doc_id: int) -> None:
         row = self._count
         offset = row & (_BLOCK - 1)
         if offset == 0:
-            self._blocks.append(np.empty((_BLOCK, SKETCH_BYTES), dtype=np.uint8))
-            if self._ids is not None:
-                self._ids.append(np.empty(_BLOCK, dtype=np.int64))
+            self._new_block()
         self._blocks[-1][offset] = fingerprint.sketch
-        if self._ids is None and doc_id != row:
-            self._ids = [np.arange(b * _BLOCK, (b + 1) * _BLOCK) for b in range(len(self._blocks))]
-        if self._ids is not None:
-            self._ids[-1][offset] = doc_id
+        ids = self._ids
+        if ids is None and doc_id != row:
+            ids = self._explicit_ids()
+        if ids is not None:
+            block = ids[-1]
+            assert block is not None
+            block[offset] = doc_id
         self._count += 1
         keys = fingerprint.band_keys(self.bands, self.rows)
         last = self._last
-        if last is not None and last[0] is fingerprint:
-            sizes = last[1]
-        else:
-            sizes = [len(self._rows(key)) for key in keys]
         self._last = None
+        reuse = last is not None and last[0] is fingerprint
+        sizes = last[1] if reuse and last is not None else self._lookup(keys, [])
+        slots = self._slots
         for key, size in zip(keys, sizes, strict=True):
             if size >= BUCKET_CAP:
                 continue  # enough texts share this key to find their kin by it
-            shard = self._slots[key >> 52]
+            top = key >> 32
+            shard = slots[top >> _SLOT_SHIFT]
             buffer = shard.buffer
-            held = buffer.get(key)
+            held = buffer.get(top)
             if held is None:
-                buffer[key] = row
+                buffer[top] = row
             else:
-                buffer[key] = (*held, row) if type(held) is tuple else (held, row)
+                buffer[top] = (*held, row) if type(held) is tuple else (held, row)
+                continue
             if len(buffer) >= shard.limit:
                 self._merge(shard)
 
@@ -484,7 +590,8 @@ class MinHashLSH:
         """Bulk-load kept texts: ``values`` ``(n, 128)`` uint16 and
         ``sketches`` ``(n, 128)`` uint8 (see :meth:`MinHashMethod.decode_many`),
         doc ids ``ids`` (default: their rows). The same texts as ``add`` one
-        by one, in one vectorized pass over the whole index."""
+        by one, in one vectorized pass: one sort of the new entries, merged
+        with the ones held (already sorted)."""
         values = np.asarray(values, dtype=np.uint16).reshape(-1, NUM_VALUES)
         sketches = np.asarray(sketches, dtype=np.uint8).reshape(-1, SKETCH_BYTES)
         n = len(values)
@@ -497,58 +604,61 @@ class MinHashLSH:
             and self._ids is None
             and not np.array_equal(id_list, np.arange(first, first + n))
         ):
-            self._ids = [np.arange(b * _BLOCK, (b + 1) * _BLOCK) for b in range(len(self._blocks))]
+            self._explicit_ids()
         done = 0
         while done < n:
             row = self._count
             offset = row & (_BLOCK - 1)
             if offset == 0:
-                self._blocks.append(np.empty((_BLOCK, SKETCH_BYTES), dtype=np.uint8))
-                if self._ids is not None:
-                    self._ids.append(np.empty(_BLOCK, dtype=np.int64))
+                self._new_block()
             take = min(_BLOCK - offset, n - done)
             self._blocks[-1][offset : offset + take] = sketches[done : done + take]
             if self._ids is not None:
+                block = self._ids[-1]
+                assert block is not None
                 source = id_list if id_list is not None else np.arange(first, first + n)
-                self._ids[-1][offset : offset + take] = source[done : done + take]
+                block[offset : offset + take] = source[done : done + take]
             self._count += take
             done += take
         self._last = None
-        # Every entry, old and new, in one sorted array of (key top bits, row):
-        # sorted by key, then by row; entries past the cap of a key dropped.
-        keys = band_keys_of(values, self.bands, self.rows)
-        keys &= np.uint64(_TOP32)
-        keys |= np.arange(first, first + n, dtype=np.uint64)[:, None]
-        entries = np.concatenate((self._all_entries(), keys.ravel()))
-        del keys
+        # (key top bits, row) of the new texts, sorted: by key, then by row.
+        entries = band_keys_of(values, self.bands, self.rows)
+        entries &= np.uint64(_TOP32)
+        entries |= np.arange(first, first + n, dtype=np.uint64)[:, None]
+        entries = entries.reshape(-1)
         entries.sort()
-        tops = entries >> np.uint64(32)
-        start = np.flatnonzero(np.r_[True, tops[1:] != tops[:-1]])
-        del tops
-        rank = np.arange(len(entries)) - np.repeat(start, np.diff(np.r_[start, len(entries)]))
-        if (rank >= BUCKET_CAP).any():
-            entries = entries[rank < BUCKET_CAP]
-        del rank
+        if first:  # the ones held come first: their rows are lower
+            entries = np.concatenate((self._all_entries(), entries))
+            entries.sort(kind="stable")  # a merge of sorted runs
+        # Entries past the cap of a key dropped: the 8th before is of the same key.
+        if len(entries) > BUCKET_CAP:
+            over = (entries[BUCKET_CAP:] ^ entries[:-BUCKET_CAP]) <= np.uint64(_ROW_MASK)
+            if over.any():
+                keep = np.ones(len(entries), dtype=bool)
+                keep[BUCKET_CAP:] = ~over
+                entries = entries[keep]
+            del over
         self._slots = [_Shard(0, _SLOTS, _U64, self._MIN_BUFFER)] * _SLOTS
         self._build(0, _SLOTS, entries)
 
     def _all_entries(self) -> np.ndarray:
-        """Every entry held, as ``(top 32 bits of the key) << 32 | row``."""
+        """Every entry held, as ``(top 32 bits of the key) << 32 | row``: the
+        arrays (sorted) then the buffers (sorted among themselves)."""
         parts, fresh, slot = [_U64], [], 0
         while slot < _SLOTS:
             shard = self._slots[slot]
             parts.append(shard.entries)
-            for key, held in shard.buffer.items():
+            for top, held in shard.buffer.items():
                 for row in held if type(held) is tuple else (held,):
-                    fresh.append((key & _TOP32) | row)
+                    fresh.append((top << 32) | row)
             slot = shard.hi
-        parts.append(np.array(fresh, dtype=np.uint64))
+        parts.append(np.sort(np.array(fresh, dtype=np.uint64)))
         return np.concatenate(parts)
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (the dict buffers not counted)."""
         total = sum(int(b.nbytes) for b in self._blocks)
-        total += sum(int(b.nbytes) for b in self._ids or ())
+        total += sum(int(b.nbytes) for b in self._ids or () if b is not None)
         slot = 0
         while slot < _SLOTS:
             shard = self._slots[slot]
@@ -559,19 +669,30 @@ class MinHashLSH:
     def _merge(self, shard: _Shard) -> None:
         """Merge the buffer of ``shard`` into its array (cost: the size of
         the shard, not of the index); cut the shard in two if it grew too large."""
-        fresh = []
-        for key, held in shard.buffer.items():
-            top = key & 0xFFFF_FFFF_0000_0000
-            for row in held if type(held) is tuple else (held,):
-                fresh.append(top | row)
-        shard.buffer.clear()
-        entries = np.concatenate((shard.entries, np.array(fresh, dtype=np.uint64)))
-        entries.sort(kind="stable")
+        buffer = shard.buffer
+        try:  # one row per key, as nearly always: no loop in Python
+            rows = np.fromiter(buffer.values(), dtype=np.uint64, count=len(buffer))
+        except (TypeError, ValueError):  # a tuple of rows
+            added = np.array(
+                [
+                    (top << 32) | row
+                    for top, held in buffer.items()
+                    for row in (held if type(held) is tuple else (held,))
+                ],
+                dtype=np.uint64,
+            )
+        else:
+            added = np.fromiter(buffer.keys(), dtype=np.uint64, count=len(buffer))
+            added <<= np.uint64(32)
+            added |= rows
+        buffer.clear()
+        added.sort()
+        # Held entries first among equal keys: their rows are lower.
+        entries = np.insert(shard.entries, np.searchsorted(shard.entries, added, "right"), added)
         if len(entries) > self._SPLIT and shard.hi - shard.lo > 1:
             self._build(shard.lo, shard.hi, entries, depth=1)
         else:
-            shard.entries = entries
-            shard.view = entries.data
+            shard.install(entries)
             shard.limit = max(self._MIN_BUFFER, len(entries) >> 4)
 
     def _build(self, lo: int, hi: int, entries: np.ndarray, depth: int = _SLOT_BITS) -> None:
