@@ -384,7 +384,11 @@ class SqliteStore(MemoryStore):
         )
         load_many = getattr(index, "add_many", None)
         decode_many = getattr(method, "decode_many", None)
-        while batch := rows.fetchmany(_LOAD_BATCH):
+        size = _LOAD_BATCH
+        # Each bulk load merges with what the index holds: batches as large as
+        # the index so far keep the whole load linear, and its memory bounded.
+        while batch := rows.fetchmany(size):
+            size = max(size, len(urls) + len(batch))
             blobs = [bytes(data) for data, _ in batch]
             first = len(urls)
             if load_many is not None and decode_many is not None:
@@ -393,8 +397,7 @@ class SqliteStore(MemoryStore):
                 except ValueError:  # a row of other parameters: one by one below
                     pass
                 else:
-                    for _, url in batch:
-                        urls.append(url)
+                    urls.extend([url for _, url in batch])
                     load_many(values, sketches, range(first, first + len(batch)))
                     continue
             for data, url in zip(blobs, (url for _, url in batch), strict=True):

@@ -11,10 +11,14 @@ append never copies what is stored (no doubling spike on the reactor thread).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
+
+import numpy as np
 
 __all__ = ["StringList"]
 
 _BLOCK = 1 << 20  # bytes per block; a longer string gets a block of its own
+_EXTEND_CHUNK = 1 << 20  # strings per block of extend(): well under 4 GiB of them
 
 
 class StringList:
@@ -47,6 +51,23 @@ class StringList:
         block += data
         self._where.append(((len(self._blocks) - 1) << 32) | start)
         return len(self._where) - 1
+
+    def extend(self, texts: Sequence[str]) -> None:
+        """Store every string of ``texts``, in order, as one block per million
+        (the same as as many :meth:`append` calls, in a fraction of their time)."""
+        for start in range(0, len(texts), _EXTEND_CHUNK):
+            encoded = [
+                t.encode("utf-8", "surrogatepass") for t in texts[start : start + _EXTEND_CHUNK]
+            ]
+            ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.uint64, count=len(encoded)))
+            block = len(self._blocks)
+            self._blocks.append(bytearray(b"".join(encoded)))
+            starts = np.concatenate((np.zeros(1, dtype=np.uint64), ends[:-1]))
+            starts |= np.uint64(block << 32)
+            self._where.frombytes(starts.astype("=u8").tobytes())
+        # A full block: the next append starts another.
+        if texts:
+            self._blocks.append(bytearray())
 
     def __getitem__(self, position: int) -> str:
         count = len(self)

@@ -163,11 +163,12 @@ class MinHashMethod:
     def decode_many(self, blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """``(values, sketches)`` of many encoded fingerprints at once, for
         :meth:`MinHashLSH.add_many` (a blob of another size raises ``ValueError``)."""
-        if any(len(b) != self.encoded_size for b in blobs):
+        sizes = set(map(len, blobs))
+        if sizes - {self.encoded_size}:
             raise ValueError(f"a {self.name} fingerprint is {self.encoded_size} bytes")
         raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(-1, self.encoded_size)
-        values = raw[:, : 2 * NUM_VALUES].copy().view("<u2").astype(np.uint16)
-        return values, raw[:, 2 * NUM_VALUES :].copy()
+        values = np.ascontiguousarray(raw[:, : 2 * NUM_VALUES]).view("<u2")
+        return values.astype(np.uint16, copy=False), raw[:, 2 * NUM_VALUES :].copy()
 
     def band_keys(self, fingerprint: Signature) -> list[int]:
         return fingerprint.band_keys(self.bands, self.rows)

@@ -32,3 +32,19 @@ def test_strings_come_back_as_stored_across_blocks() -> None:
     stored.clear()
     assert len(stored) == 0
     assert stored.append("again") == 0 and stored[0] == "again"
+
+
+def test_extend_is_append_many_times() -> None:
+    rng = random.Random(7)
+    stored, expected = StringList(), []
+    for round_ in range(6):
+        batch = [f"https://a.example/{round_}/{i}/" + "é" * rng.randrange(50) for i in range(999)]
+        if round_ % 2:
+            stored.extend(batch)
+        else:
+            for text in batch:
+                stored.append(text)
+        expected += batch
+    stored.extend([])
+    assert len(stored) == len(expected)
+    assert [stored[i] for i in range(len(expected))] == expected
