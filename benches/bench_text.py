@@ -23,10 +23,11 @@ only), in the same process:
    process that builds the text and runs that one step, and the child's peak
    RSS (``VmHWM``, or ``resource.getrusage``) minus a child's that only builds
    the text is the step's extra memory.
-4. ``shingle_hashes`` on 1000-word English documents, old and new, as plain
-   text and padded the way ``MinHashMethod.fingerprint`` pads it (private-use
-   markers, so it takes the non-ASCII path): the speed the near-duplicate stage
-   sees. Also Chinese, whose tokens are now characters.
+4. ``shingle_hashes`` and ``content_digest`` on 1000-word English documents,
+   old and new, as plain text, padded the way ``MinHashMethod.fingerprint``
+   pads it (private-use markers: the speed the near-duplicate stage sees), and
+   with the curly quotes and ellipses of a word processor (not Latin-1, and
+   "\u2026" changes under NFKC). Also Chinese, whose tokens are now characters.
 
 The cyclic GC is off inside timed regions (as ``timeit`` does); each figure is
 the best of ``--repeat``.
@@ -309,22 +310,44 @@ def chinese_documents(count: int, chars: int = 1500) -> list[str]:
     return ["".join(rng.choice(alphabet, size=chars).tolist()) for _ in range(count)]
 
 
+def smart_quotes(text: str) -> str:
+    """*text* as a word processor types it: curly quotes, apostrophes and
+    ellipses (General Punctuation, so the text is not Latin-1; an ellipsis
+    changes under NFKC)."""
+    text = re.sub(r'"([^"]*)"', "\u201c\\1\u201d", text.replace("...", "\u2026"))
+    return text.replace("'", "\u2019")
+
+
 def bench_english_shingles(repeat: int) -> None:
     docs = documents()
-    padded = [f"{_PAD[0]}{doc}{_PAD[1]}" for doc in docs]
-    print(f"\n4. shingle_hashes per 1000-word English document ({len(docs)} docs)")
-    print(f"  {'input':<40} {'old us':>8} {'new us':>8}  {'new/old':>7}")
-    for name, texts in (("as is", docs), ("padded as MinHashMethod.fingerprint does", padded)):
-        for impl in ("old", "new"):
-            STEPS[impl]["shingle_hashes"](texts[0])  # warm the power tables
-        times = {}
-        for _ in range(2):  # interleaved, best of both rounds
+    smart = [smart_quotes(doc) for doc in docs]
+    inputs = {
+        "as is": docs,
+        "padded as MinHashMethod.fingerprint does": [f"{_PAD[0]}{d}{_PAD[1]}" for d in docs],
+        "smart quotes and \u2026 (not Latin-1)": smart,
+        "smart quotes, padded": [f"{_PAD[0]}{d}{_PAD[1]}" for d in smart],
+    }
+    print(
+        f"\n4. shingle_hashes and content_digest per 1000-word English document ({len(docs)} docs)"
+    )
+    print(f"  {'step':<15} {'input':<42} {'old us':>8} {'new us':>8}  {'new/old':>7}")
+    for step in ("shingle_hashes", "content_digest"):
+        for name, texts in inputs.items():
+            if step == "content_digest" and "padded" in name:
+                continue  # the digest is of the text itself
             for impl in ("old", "new"):
-                func = STEPS[impl]["shingle_hashes"]
-                t = best_time(lambda f=func, ts=texts: [f(d) for d in ts], repeat) / len(texts)
-                times[impl] = min(times.get(impl, t), t)
-        ratio = times["new"] / times["old"]
-        print(f"  {name:<40} {times['old'] * 1e6:8.1f} {times['new'] * 1e6:8.1f}  {ratio:6.2f}x")
+                STEPS[impl][step](texts[0])  # warm the power tables
+            times = {}
+            for _ in range(2):  # interleaved, best of both rounds
+                for impl in ("old", "new"):
+                    func = STEPS[impl][step]
+                    t = best_time(lambda f=func, ts=texts: [f(d) for d in ts], repeat) / len(texts)
+                    times[impl] = min(times.get(impl, t), t)
+            ratio = times["new"] / times["old"]
+            print(
+                f"  {step:<15} {name:<42} {times['old'] * 1e6:8.1f} {times['new'] * 1e6:8.1f}"
+                f"  {ratio:6.2f}x"
+            )
     zh = chinese_documents(len(docs))
     for impl in ("old", "new"):
         func = STEPS[impl]["shingle_hashes"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -134,7 +135,8 @@ class ContentDedupPipeline:
 
     def _process(self, item: Any) -> Any:
         assert self.store is not None
-        adapter = ItemAdapter(item)
+        # A plain dict is its own adapter (ItemAdapter's costs more than the lookups).
+        adapter: MutableMapping[str, Any] = item if type(item) is dict else ItemAdapter(item)
         url = _as_url(adapter.get(self.url_field))
         text = extract_text(adapter, self.text_fields)
         filed, signature = self._filing(url, text)
@@ -238,7 +240,7 @@ class ContentDedupPipeline:
                 return True
         return False
 
-    def _file_under(self, adapter: ItemAdapter, canonical: str, fetched: str) -> None:
+    def _file_under(self, adapter: MutableMapping[str, Any], canonical: str, fetched: str) -> None:
         """Put the canonical URL in the URL field and keep the fetched one beside it."""
         adapter[self.url_field] = canonical
         try:
@@ -250,12 +252,18 @@ class ContentDedupPipeline:
                     "%s items have no %s field: items filed under their rel=canonical URL "
                     "do not keep the fetched URL. Declare the field or set "
                     "DEDUP_FETCHED_URL_FIELD.",
-                    type(adapter.item).__name__,
+                    type(getattr(adapter, "item", adapter)).__name__,
                     self.fetched_url_field,
                 )
 
     def _duplicate(
-        self, item: Any, adapter: ItemAdapter, kind: str, first: str, url: str, why: str
+        self,
+        item: Any,
+        adapter: MutableMapping[str, Any],
+        kind: str,
+        first: str,
+        url: str,
+        why: str,
     ) -> Any:
         self.stats.inc_value(f"dedup/items/{kind}")
         message = f"{kind} duplicate of {first or '(an item without URL)'} ({why})"

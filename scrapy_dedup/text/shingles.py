@@ -30,15 +30,25 @@ only make its fingerprints weaker and different from today's.
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from scrapy_dedup.text._hashing import GOLDEN, mix64, mix64_array
 
-__all__ = ["has_more_tokens", "normalize_text", "normalize_text_chunks", "shingle_hashes"]
+__all__ = [
+    "has_more_tokens",
+    "normalize_text",
+    "normalize_text_chunks",
+    "normalized_utf8",
+    "normalized_utf8_chunks",
+    "shingle_hashes",
+]
 
 # Odd multiplier of the polynomial hash (the golden-ratio constant), and its
 # inverse modulo 2**64, so a substring's hash can be shifted back to position 0.
@@ -209,6 +219,8 @@ def _normalize_chars(text: str) -> str:
     """NFKC, lowercase, without format characters; whitespace left as it is."""
     if text.isascii():
         return text.lower()  # ASCII is its own NFKC and has no format characters
+    if "\u2026" in text:
+        text = text.replace("\u2026", "...")  # see _normalized_codes: saves _nfkc's search
     for char in _FORMAT:
         if char in text:
             text = text.replace(char, "")
@@ -290,20 +302,185 @@ def _classify(text: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
     return codes, _CLASS.take(codes, mode="clip")
 
 
+# A code point past _CLASS, whose class is the last entry's: unstable.
+_ASIDE = len(_CLASS) - 1
+# _RAW_FLAGS: 1 unstable before or after lowercasing, 2 lowercased in context.
+_CONTEXT = 2
+
+
+def _lower_tables() -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint8]]:
+    """``ord(chr(c).lower())`` for every BMP code point, so a text is lowercased
+    with one numpy ``take`` (``str.lower`` costs 3-6 ns a character once a
+    text holds one past Latin-1, as a curly quote makes an English page do),
+    and each code point's flag: 1 when unstable before or after lowercasing,
+    :data:`_CONTEXT` when lowercased in context, else 0.
+
+    A code point whose lowercase depends on the letters around it (capital
+    sigma: final or not) or is two characters (dotted capital I), and the entry
+    past the BMP that ``mode="clip"`` gives every other plane, lowercase to
+    :data:`_ASIDE`, an unstable class: they are never taken as they are."""
+    lower = np.empty(0x10001, dtype=np.uint32)
+    lower[:0x10000] = [
+        ord(lowered) if len(lowered := chr(c).lower()) == 1 else _ASIDE for c in range(0x10000)
+    ]
+    lower[[0x3A3, 0x10000]] = _ASIDE
+    flags = ((_CLASS[:0x10001] | _CLASS.take(lower)) >= _UNSTABLE).view(np.uint8)
+    flags[[0x3A3, 0x130]] = _CONTEXT
+    return lower, flags
+
+
+assert _CLASS[_ASIDE] == _UNSTABLE
+_LOWER, _RAW_FLAGS = _lower_tables()
+# Both at once: the lowercase code point, and its class in the top byte (one
+# take instead of two; the classes are then a strided view of that byte).
+_LOWER_CLASS = _LOWER | (_CLASS.take(_LOWER).astype(np.uint32) << 24)
+_CODE_MASK, _CLASS_SHIFT = (1 << 24) - 1, 24
+_CLASS_BYTE = 3 if sys.byteorder == "little" else 0
+# More stretches than this to normalize one by one: normalize the whole text.
+_MAX_STRETCHES = 64
+# ASCII whitespace (as str.isspace sees it) to " ", ASCII letters to lowercase.
+_ASCII_FOLD = bytes(
+    32 if chr(c).isspace() and c < 0x80 else ord(chr(c).lower()) if c < 0x80 else c
+    for c in range(256)
+)
+# ASCII whitespace to 0, any other ASCII character to its lowercase + 1.
+_ASCII_PLUS_ONE = bytes(
+    0 if chr(c).isspace() else ord(chr(c).lower()) + 1 if c < 0x80 else 0 for c in range(256)
+)
+
+
+def _normalized_codes(text: str) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
+    """The code points of :func:`_normalize_chars` of *text* (uint8 for ASCII,
+    read-only; else a fresh array of uint32 or int64) and their classes (:data:`_WORD`,
+    :data:`_SPACE` or :data:`_SOLO`), except that a whitespace character may be
+    left as another one (a space is a space, whichever).
+
+    Lowercased with :data:`_LOWER` (:data:`_LOWER_CLASS`). When that leaves only stable characters
+    (the common case), NFKC would change nothing but whitespace (checked for
+    every code point). Otherwise only the stretches of characters unstable
+    before or after lowercasing go through :func:`_normalize_chars`, each with
+    the character before it, as :func:`_nfkc` does: a character stable both ways
+    is a boundary of both, and lowercasing is one character at a time but for
+    a capital sigma (final or not, by the letters around it) and a dotted
+    capital I (two characters). With one of those, or with many stretches,
+    the whole text does."""
+    if text.isascii():
+        spaced = text.encode("ascii").translate(_ASCII_FOLD)
+        encoded = np.frombuffer(spaced, dtype=np.uint8)  # read-only
+        return encoded, (encoded == 32).view(np.uint8)
+    if "\u2026" in text:
+        # The one unstable character common in English: "\u2026" is "..." under
+        # NFKC (before lowercasing, so even a capital sigma sees "..."), and it
+        # neither composes nor reorders with its neighbours: replaced at once.
+        text = text.replace("\u2026", "...")
+    raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    both = _LOWER_CLASS.take(raw, mode="clip")
+    codes = both & _CODE_MASK
+    kind = both.view(np.uint8)[_CLASS_BYTE::4].copy()  # contiguous: 3x faster to use
+    if int(both.max()) < _UNSTABLE << _CLASS_SHIFT:
+        return codes, kind
+    flags = _RAW_FLAGS.take(raw, mode="clip")
+    if int(flags.max()) >= _CONTEXT:
+        return _exact_codes(text)
+    positions = flags.view(np.bool_).nonzero()[0]  # 0 or 1: nonzero of bools is 15x faster
+    if len(positions) > 8 * _MAX_STRETCHES:
+        return _exact_codes(text)
+    # Runs of consecutive unstable positions, [first, last].
+    runs: list[list[int]] = []
+    for position in positions.tolist():
+        if runs and runs[-1][1] == position - 1:
+            runs[-1][1] = position
+        else:
+            runs.append([position, position])
+    if len(runs) > _MAX_STRETCHES:
+        return _exact_codes(text)
+    code_parts: list[npt.NDArray[Any]] = []
+    kind_parts: list[npt.NDArray[np.uint8]] = []
+    pos = 0
+    for first, last in runs:
+        start = max(first - 1, pos)  # a mark composes with the character before it
+        piece_codes, piece_kind = _stretch_codes(text[start : last + 1])
+        code_parts += (codes[pos:start], piece_codes)
+        kind_parts += (kind[pos:start], piece_kind)
+        pos = last + 1
+    code_parts.append(codes[pos:])
+    kind_parts.append(kind[pos:])
+    return np.concatenate(code_parts), np.concatenate(kind_parts)
+
+
+def _exact_codes(text: str) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
+    """:func:`_normalized_codes` the plain way: :func:`_normalize_chars`, then classes."""
+    codes, kind = _classify(_normalize_chars(text))
+    kind &= _SPACE | _SOLO
+    return codes.astype(np.uint32), kind
+
+
+@lru_cache(maxsize=4096)
+def _short_stretch_codes(text: str) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
+    codes, kind = _exact_codes(text)
+    codes.flags.writeable = kind.flags.writeable = False
+    return codes, kind
+
+
+def _stretch_codes(text: str) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
+    """:func:`_exact_codes` of a stretch: short ones ("d…", "e\u0301") recur, so
+    they are cached (read-only; the caller concatenates them)."""
+    return _short_stretch_codes(text) if len(text) <= 8 else _exact_codes(text)
+
+
 def _token_hashes(text: str) -> npt.NDArray[np.uint64]:
     """The hash of each token of :func:`normalize_text` of *text*, in order."""
-    codes, kind = _classify(text.lower())
-    # Only a non-ASCII text can hold a solo or an unstable character.
-    plain = text.isascii() or int(kind.max()) <= _SPACE
-    if not plain and (kind & _UNSTABLE).any():
-        # Lowercasing alone is enough when it leaves only stable characters:
-        # NFKC would then change nothing (checked for every code point).
-        codes, kind = _classify(_normalize_chars(text))
-        kind &= _SPACE | _SOLO
-    n = len(codes)
-    inside = np.zeros(n + 2, dtype=np.bool_)
-    np.not_equal(kind, _SPACE, out=inside[1:-1])
-    if not plain and (kind == _SOLO).any():
+    n = len(text)
+    if n > 2 * _EDGE_CHARS and not text.isascii() and not text[:1].isascii():
+        # MinHashMethod.fingerprint pads a text with two marker words at each
+        # end: an ASCII text between them still takes the ASCII path (3-4x
+        # cheaper to classify). Whitespace separates tokens whatever is around
+        # it, so the tokens are those of the parts. The two words are looked
+        # for at the ends only: a text that is not so costs nearly nothing.
+        head = text[:_EDGE_CHARS].split(maxsplit=2)
+        tail = text[-_EDGE_CHARS:].rsplit(maxsplit=2)
+        if len(head) == 3 and len(tail) == 3:
+            body = text[_EDGE_CHARS - len(head[2]) : n - _EDGE_CHARS + len(tail[0])]
+            if body.isascii():
+                return np.concatenate(
+                    (
+                        _word_token_hashes(head[0]),
+                        _word_token_hashes(head[1]),
+                        _plain_token_hashes(body),
+                        _word_token_hashes(tail[1]),
+                        _word_token_hashes(tail[2]),
+                    )
+                )
+    return _plain_token_hashes(text)
+
+
+# How far from each end the two words of a padded text are looked for.
+_EDGE_CHARS = 32
+
+
+@lru_cache(maxsize=256)
+def _word_token_hashes(word: str) -> npt.NDArray[np.uint64]:
+    hashes = _plain_token_hashes(word)
+    hashes.flags.writeable = False
+    return hashes
+
+
+def _plain_token_hashes(text: str) -> npt.NDArray[np.uint64]:
+    inside: npt.NDArray[np.bool_]
+    if text.isascii():
+        # c + 1 of each lowercased character, 0 for whitespace: one C pass.
+        plus_one = np.frombuffer(text.encode("ascii").translate(_ASCII_PLUS_ONE), np.uint8)
+        n = len(plus_one)
+        inside = np.zeros(n + 2, dtype=np.bool_)
+        np.not_equal(plus_one, 0, out=inside[1:-1])
+        solo = False
+    else:
+        codes, kind = _normalized_codes(text)
+        n = len(codes)
+        inside = np.zeros(n + 2, dtype=np.bool_)
+        np.not_equal(kind, _SPACE, out=inside[1:-1])
+        solo = int(kind.max(initial=0)) == _SOLO
+    if solo:
         # A token starts at a non-space character after a space, a solo
         # character or the start, or at a solo character; it ends likewise.
         cut = np.ones(n + 1, dtype=np.bool_)
@@ -321,16 +498,98 @@ def _token_hashes(text: str) -> npt.NDArray[np.uint64]:
     powers, inv_powers = _powers_for(n)
     # prefix[k] = sum over j < k of (c[j] + 1) * P**j; a token's polynomial is
     # the difference of two prefixes, shifted back to position 0 by P**-start.
-    weighted = codes.view(np.uint64)
-    weighted += np.uint64(1)
-    weighted *= powers[:n]
     prefix = np.empty(n + 1, dtype=np.uint64)
     prefix[0] = 0
-    np.cumsum(weighted, out=prefix[1:])
+    weighted = prefix[1:]
+    if text.isascii():
+        np.multiply(plus_one, powers[:n], out=weighted)
+    else:
+        np.add(codes, 1, out=weighted, casting="unsafe")
+        weighted *= powers[:n]
+    np.cumsum(weighted, out=weighted)
     hashes = prefix[ends]
     hashes -= prefix[starts]
     hashes *= inv_powers[starts]
     return mix64_array(hashes)
+
+
+# Below this many characters, a piece is collapsed by split() and join():
+# numpy's fixed cost (~6 us a piece) is more than theirs (~7 ns a character).
+_NUMPY_MIN_CHARS = 1024
+
+
+def _collapsed_utf8(piece: str) -> tuple[bytes, bool, bool] | None:
+    """``(words of normalize_text(piece) as UTF-8, whether the normalized piece
+    starts with whitespace, whether it ends with it)``; ``None`` when it has no
+    word (``b""`` when it is only whitespace)."""
+    if len(piece) < _NUMPY_MIN_CHARS:
+        normalized = _normalize_chars(piece)
+        words = normalized.split()
+        if not words:
+            return (b"", False, False) if normalized else None
+        joined = " ".join(words).encode("utf-8", "surrogatepass")
+        return joined, normalized[0].isspace(), normalized[-1].isspace()
+    plain = piece.isascii()
+    if plain:  # bytes all along
+        codes = np.frombuffer(piece.encode().translate(_ASCII_FOLD), np.uint8)
+        space = codes == 32
+    else:
+        codes, kind = _normalized_codes(piece)
+        space = kind == _SPACE
+        np.putmask(codes, space, 32)
+    words = ~space
+    if not words.any():
+        return (b"", False, False) if len(space) else None
+    # Words, and the first space after each; then no trailing space.
+    keep = words.copy()
+    keep[1:] |= words[:-1]
+    kept = codes[keep]
+    if kept[-1] == 32:
+        kept = kept[:-1]
+    if plain:
+        return kept.tobytes(), bool(space[0]), bool(space[-1])
+    chars = kept.astype("<u4", copy=False).tobytes().decode("utf-32-le", "surrogatepass")
+    return chars.encode("utf-8", "surrogatepass"), bool(space[0]), bool(space[-1])
+
+
+def normalized_utf8(text: str) -> bytes:
+    """:func:`normalize_text` of *text*, UTF-8 encoded (lone surrogates passed
+    through), in one piece: for a text of at most :data:`CHUNK_CHARS`
+    characters, else see :func:`normalized_utf8_chunks`.
+
+    >>> normalized_utf8(" Caf\\u00e9\\u2026  AU\\u200b LAIT ").decode()
+    'café... au lait'
+    """
+    if len(text) < _NUMPY_MIN_CHARS and text.isascii():  # a title, a short listing
+        return " ".join(text.lower().split()).encode()
+    collapsed = _collapsed_utf8(text)
+    return b"" if collapsed is None else collapsed[0]
+
+
+def normalized_utf8_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[bytes]:
+    """:func:`normalize_text_chunks` of *text*, UTF-8 encoded (lone surrogates
+    passed through): what :func:`~scrapy_dedup.text.clean.content_digest`
+    hashes. Whitespace of a long piece is collapsed in numpy rather than by
+    ``split()`` and ``join()`` of every word.
+
+    >>> b"".join(normalized_utf8_chunks("Cafe\\u0301  AU  LAIT", size=2)).decode()
+    'café au lait'
+    """
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
+    emitted = pending = False  # pending: whitespace since the last words
+    for start, end in _cuts(text, size, _CUT_RE):
+        collapsed = _collapsed_utf8(text[start:end])
+        if collapsed is None:
+            continue
+        words, leading, trailing = collapsed
+        if not words:  # whitespace only
+            pending = True
+            continue
+        if emitted and (pending or leading):
+            yield b" "
+        yield words
+        emitted, pending = True, trailing
 
 
 def has_more_tokens(text: str, count: int) -> bool:

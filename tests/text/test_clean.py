@@ -10,7 +10,8 @@ import unicodedata
 
 import pytest
 
-from scrapy_dedup.text import clean
+from scrapy_dedup.text import clean, shingles
+from scrapy_dedup.text._hashing import GOLDEN, mix64
 from scrapy_dedup.text.clean import (
     TEXT_VERSION,
     clean_text,
@@ -21,6 +22,7 @@ from scrapy_dedup.text.clean import (
 from scrapy_dedup.text.near import MinHashMethod
 from scrapy_dedup.text.shingles import (
     CHUNK_CHARS,
+    has_more_tokens,
     normalize_text,
     normalize_text_chunks,
     shingle_hashes,
@@ -200,3 +202,107 @@ def test_chunked_normalization_equals_whole_text_normalization() -> None:
             assert "".join(normalize_text_chunks(text, size)) == whole, (text, size)
         assert normalize_text(whole) == whole  # idempotent
         assert shingle_hashes(text).tolist() == shingle_hashes(whole).tolist()
+
+
+def _reference_shingles(text: str, size: int = 3) -> list[int]:
+    """shingle_hashes as its docstring defines it, in plain Python: tokens of
+    normalize_text (a character of a script without spaces is one), hashed."""
+    mask, solo_ranges = (1 << 64) - 1, shingles._SOLO_RANGES
+    tokens: list[str] = []
+    for word in normalize_text(text).split():
+        current = ""
+        for char in word:
+            if any(lo <= ord(char) <= hi for lo, hi in solo_ranges):
+                tokens += [current, char] if current else [char]
+                current = ""
+            else:
+                current += char
+        if current:
+            tokens.append(current)
+    hashes = [
+        mix64(sum((ord(c) + 1) * pow(GOLDEN, j, 1 << 64) for j, c in enumerate(t)) & mask)
+        for t in tokens
+    ]
+    width = min(size, len(hashes))
+    lanes = [mix64(i + 1) | 1 for i in range(width)]
+    return [
+        mix64(sum(lanes[i] * hashes[s + i] for i in range(width)) & mask)
+        for s in range(max(len(hashes) - size + 1, 1) if hashes else 0)
+    ]
+
+
+def _mixed_texts(count: int, seed: int) -> list[str]:
+    """English words with the characters the fast paths set aside: marks,
+    ellipses, sigma, dotted I, format and fullwidth characters, CJK, Thai,
+    astral, whitespace of every kind; MinHash's markers at the ends."""
+    words = [*FRENCH.split(), "The", "quick", "fox,", "“smart”", "quotes’", "and", "—", "dashes"]
+    tricky = [*_TRICKY, "\u00a0", "\u2028", "\u0085", "\u212a", "’", "—", "\ue000", "Ǆ", "ᾈ"]
+    rng = random.Random(seed)
+    texts = []
+    for i in range(count):
+        parts = []
+        for _ in range(rng.randint(0, 120)):
+            roll = rng.random()
+            parts.append(
+                rng.choice(tricky) if roll < 0.2 else rng.choice(words) if roll < 0.8 else " "
+            )
+        text = "".join(parts) if i % 2 else " ".join(parts)
+        texts.append(f"\ue000 \ue000 {text} \ue001 \ue001" if i % 3 == 0 else text)
+    # Many stretches to normalize (more than are done one by one), and ASCII between markers.
+    texts.append(" ".join(f"word{i}e\u0301 x…" for i in range(300)))
+    ascii_body = " ".join(w for w in words * 3 if w.isascii())
+    assert len(ascii_body) > 100
+    ends = [("\ue000 \ue000 ", " \ue001 \ue001"), ("É\u0301 Ǆ\n\t", "\u00a0Σ ﬁ")]
+    ends += [
+        ("\u3000中文 文本 ", "  x’ 中"),
+        ("“A “B ", " c” d”"),
+        ("é\u200b e\u0301 ", " K\u212a"),
+    ]
+    texts += [head + ascii_body + tail for head, tail in ends]
+    return texts
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("numpy_from", [0, shingles._NUMPY_MIN_CHARS], ids=["numpy", "default"])
+def test_fast_paths_digest_and_shingle_as_the_definitions_do(
+    seed: int, numpy_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shingles, "_NUMPY_MIN_CHARS", numpy_from)  # short texts too
+    for text in _mixed_texts(400, seed):
+        assert content_digest(text) == _reference_digest(text), text
+        assert shingle_hashes(text).tolist() == _reference_shingles(text), text
+        assert has_more_tokens(text, 3) == (len(_reference_shingles(text, 1)) > 3), text
+
+
+@pytest.mark.parametrize("numpy_from", [0, shingles._NUMPY_MIN_CHARS], ids=["numpy", "default"])
+def test_content_digest_of_english_is_sha256_of_the_normalized_text(
+    numpy_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shingles, "_NUMPY_MIN_CHARS", numpy_from)
+    # Plain ASCII, and Latin-1 with smart quotes, an ellipsis and a no-break space.
+    for text in (
+        "  The Quick\tbrown\n\nFOX  ",
+        "It\u2019s \u201cfine\u201d\u2026 really\u00a0so \u2014 caf\u00e9",
+        "\u03a3\u2026\u03a3 ok\u2026",
+        "A\u03a3\u2026b O\u03a3\u2026 x\u2026\u0301",  # NFKC, then lowercase: "a\u03c3...b"
+        "\ue000 \ue000 \u0130 ascii body\u2026 \ue001 \ue001",
+    ):
+        assert content_digest(text) == _reference_digest(text)
+        assert shingle_hashes(text).tolist() == _reference_shingles(text)
+    assert content_digest("a\u2026b") == content_digest("A...B")
+
+
+def test_lowercasing_by_table_is_normalization_when_it_leaves_stable_characters() -> None:
+    # What _normalized_codes relies on, for every BMP code point of this Python's
+    # Unicode data: the table lowercases as str.lower does (or sets the character
+    # aside), and a character whose lowercase is stable needs no NFKC (but for
+    # whitespace, which is compared as a space whichever it is).
+    lower, classes = shingles._LOWER, shingles._CLASS
+    for code in range(0x10000):
+        char = chr(code)
+        if lower[code] == shingles._ASIDE:
+            assert len(char.lower()) != 1 or code == 0x3A3, hex(code)
+            continue
+        assert chr(lower[code]) == char.lower(), hex(code)
+        if classes[lower[code]] < shingles._UNSTABLE and not char.isspace():
+            assert shingles._normalize_chars(char) == char.lower(), hex(code)
