@@ -26,11 +26,14 @@ Band keys are filed under the near-duplicate method's index name:
 ``minhash`` for the 16 bands of 4 rows of ``DEDUP_NEAR_THRESHOLD`` above
 0.707, ``minhash-035x003`` (35 bands of 3 rows) for 0.5, and so on. Field
 ``near:<method>`` of ``P:run`` names the index the namespace's texts are in
-(set with HSETNX by the first worker to look one up; none and texts kept: the
-namespace predates the field, ``<method>``). A worker whose layout is another
-one refuses to start (:meth:`RedisStore.use_near`): re-indexing while other
-workers write cannot be made safe, and a namespace half in one index and half
-in another misses near duplicates silently.
+(claimed with HSETNX when a crawl starts: for the index that already holds band
+keys, if any, else for the worker's own). A worker whose layout is another one
+refuses to start (:meth:`RedisStore.use_near`), and every lookup reads the
+claim again in its own round trip (a DEDUP_RESET by another worker deletes
+it): re-indexing while other workers write cannot be made safe, and a
+namespace half in one index and half in another misses near duplicates
+silently. ``text_version`` of ``P:run`` is the text normalization the
+namespace's digests were made with.
 
 Atomicity: a URL key and a text digest are each set by one script on one key,
 so when several workers record the same one at once exactly one wins. A near
