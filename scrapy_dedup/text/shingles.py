@@ -277,19 +277,9 @@ def normalize_text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
     >>> "".join(normalize_text_chunks("Cafe\\u0301  AU  LAIT", size=2))
     'café au lait'
     """
-    if size < 1:
-        raise ValueError(f"size must be at least 1, got {size}")
-    emitted = pending = False  # pending: whitespace since the last words
-    for start, end in _cuts(text, size, _CUT_RE):
-        piece = _normalize_chars(text[start:end])
-        words = piece.split()
-        if not words:
-            pending = pending or bool(piece)
-            continue
-        if emitted and (pending or piece[0].isspace()):
-            yield " "
-        yield " ".join(words)
-        emitted, pending = True, piece[-1].isspace()
+    # The digest's own pieces: each is whole characters, so each decodes alone.
+    for piece in normalized_utf8_chunks(text, size):
+        yield piece.decode("utf-8", "surrogatepass")
 
 
 def _classify(text: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
