@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import logging
 import os
 import sqlite3
@@ -36,6 +37,14 @@ _U64 = (1 << 64) - 1
 # long, doubled on each failure: every try rewrites the whole backlog.
 _LOAD_BATCH = 65536  # stored fingerprints indexed at once at start
 _BACKOFF_FIRST = 1.0
+# The near-duplicate index is saved at close (opening it is a read, not a
+# re-index of every stored fingerprint) once this many texts were added since
+# it was last saved, and at least a sixteenth of the saved ones: each save
+# rewrites the whole index.
+_SAVE_MIN = 16384
+_SAVED_FORMAT = 1
+_CHECK_LIMIT = 256 << 20  # bytes: larger files are not checked in full at open
+_SAVED_MAGIC = b"SDUPNEAR"
 _BACKOFF_MAX = 30.0
 
 
@@ -90,6 +99,57 @@ _INSERT = {
 _FORGOTTEN = -1  # kept_at of a page forgotten (scrapy dedup forget): fetched again
 
 
+def _row_check(fingerprint: bytes, url: str) -> str:
+    """A digest of one stored fingerprint row (the last one a saved index holds)."""
+    return hashlib.blake2b(
+        bytes(fingerprint) + url.encode("utf-8", "surrogatepass"), digest_size=8
+    ).hexdigest()
+
+
+def _write_saved(path: Path, meta: dict[str, Any], parts: Iterable[tuple[str, Any]]) -> None:
+    """Write a saved index: the arrays of ``parts`` one after another (a
+    section per name, its parts in order), then a JSON trailer naming the
+    sections, its length and a magic. Written aside, then renamed over."""
+    sections: dict[str, list[Any]] = {}
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("wb") as file:
+            for name, array in parts:
+                array = np.ascontiguousarray(array)
+                section = sections.setdefault(name, [array.dtype.str, 0, file.tell()])
+                if section[0] != array.dtype.str:
+                    raise ValueError(f"section {name} mixes {section[0]} and {array.dtype.str}")
+                array.tofile(file)
+                section[1] += int(array.size)
+            trailer = json.dumps({**meta, "sections": sections}).encode()
+            file.write(trailer + len(trailer).to_bytes(8, "little") + _SAVED_MAGIC)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _read_saved(file: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The trailer of a saved index and its sections as writable arrays."""
+    file.seek(0, os.SEEK_END)
+    end = file.tell()
+    if end < 16:
+        raise ValueError("too short")
+    file.seek(end - 16)
+    tail = file.read(16)
+    if tail[8:] != _SAVED_MAGIC:
+        raise ValueError("not a saved index")
+    length = int.from_bytes(tail[:8], "little")
+    file.seek(end - 16 - length)
+    meta = json.loads(file.read(length))
+    sections = {}
+    for name, (dtype, count, offset) in meta.pop("sections").items():
+        file.seek(offset)
+        sections[name] = np.fromfile(file, dtype=np.dtype(dtype), count=count)
+        if len(sections[name]) != count:
+            raise ValueError(f"section {name} is cut short")
+    return meta, sections
+
+
 def _signed(key: int) -> int:
     return key - (1 << 64) if key >= 1 << 63 else key
 
@@ -97,7 +157,10 @@ def _signed(key: int) -> int:
 class SqliteStore(MemoryStore):
     """Memory state backed by an SQLite file, read back when the next run opens it.
 
-    Every answer comes from memory; new records are written in batched
+    Every answer comes from memory (except the exact digests of earlier
+    runs, looked up in the file), and the near-duplicate index is saved
+    beside the file at :meth:`close` (a cache the next open reads instead of
+    indexing every stored fingerprint again). New records are written in batched
     transactions (every ``batch`` records or ``interval`` seconds, and on
     :meth:`flush`/:meth:`close`) to a WAL-mode file, so a ``kill -9`` loses at
     most the last uncommitted batch, never a committed one, and never corrupts
@@ -157,7 +220,11 @@ class SqliteStore(MemoryStore):
         self._last_commit = time.monotonic()
         self._backoff = 0.0  # seconds, after the last failed write
         self._retry_at = 0.0  # no write is tried before this time.monotonic()
-        self._near_loaded: set[str] = set()
+        self._near_loaded: dict[str, str] = {}  # method name -> index name
+        self._near_saved: dict[str, int] = {}  # method name -> texts in its saved index
+        self._stored_content = False  # earlier runs' digests are in the file
+        #: False: ignore the near-duplicate index saved in the file (benchmarks).
+        self.use_saved_index = True
         self._kept = CompactMap()  # keys written by keep_url() in this run
         self._frontier: list[tuple[int, str]] = []
         self._closed = False
@@ -290,7 +357,13 @@ class SqliteStore(MemoryStore):
                     f"{self.path} was written by a newer scrapy-dedup (schema {version}); "
                     "upgrade scrapy-dedup to use it"
                 )
-            problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+            # A full check reads the whole file (about 0.6 s per GB): larger
+            # files are checked by what is read, and damage found later is a
+            # StoreError of the read or write that found it.
+            size = self.path.stat().st_size
+            problems = ["ok"]
+            if size <= _CHECK_LIMIT:
+                problems = [row[0] for row in db.execute("PRAGMA quick_check")]
             if problems != ["ok"]:
                 raise StoreError(
                     f"{self.path} is damaged ({'; '.join(problems[:3])}); nothing was "
@@ -324,12 +397,14 @@ class SqliteStore(MemoryStore):
                 fresh &= table[:, 2] >= int(time.time() - self.recrawl_after)
             self._expired.update(keys[~fresh], infos[~fresh])
             self._urls.update(keys[fresh], infos[fresh] | np.uint64(PREVIOUS_RUN))
-        for digest, url in db.execute("SELECT digest, url FROM content WHERE ns = ?", (ns,)):
-            self._content[bytes(digest)] = url
+        # Digests of earlier runs are looked up in the file (one indexed read
+        # per item), not read into memory: a store of millions of texts opens at once.
+        texts = db.execute("SELECT count(*) FROM content WHERE ns = ?", (ns,)).fetchone()[0]
+        self._stored_content = bool(texts)
         # Texts recorded before the normalization was versioned are version 1.
         row = db.execute("SELECT version FROM text_version WHERE ns = ?", (ns,)).fetchone()
         recorded = row[0] if row else 1
-        if self._content and recorded < TEXT_VERSION:
+        if texts and recorded < TEXT_VERSION:
             warn_old_texts(f"{self.path}, namespace {self.namespace!r}", recorded, TEXT_VERSION)
         db.execute("INSERT OR REPLACE INTO text_version VALUES (?, ?)", (ns, TEXT_VERSION))
         row = db.execute("SELECT clean FROM runs WHERE ns = ?", (ns,)).fetchone()
@@ -354,7 +429,7 @@ class SqliteStore(MemoryStore):
         what = "pages kept" if self.persists_kept else "URLs seen"
         self._summary = (
             f"{self.path.resolve()}, namespace {self.namespace!r}: {len(rows)} {what}{expired} "
-            f"and {len(self._content)} texts from earlier runs, "
+            f"and {texts} texts from earlier runs, "
             f"{len(self._frontier)} unfinished requests"
             + (
                 " to resume"
@@ -370,17 +445,103 @@ class SqliteStore(MemoryStore):
         return key in self._expired
 
     def _near_state(self, method: NearMethod) -> tuple[NearIndex, StringList]:
-        state = super()._near_state(method)
         if method.name not in self._near_loaded:
-            self._near_loaded.add(method.name)
-            self._load_near(method, *state)
-        return state
+            self._near_loaded[method.name] = method.index_name
+            after = 0
+            if self.use_saved_index:
+                restored = self._restore_near(method)
+                if restored is not None:
+                    after, index, urls = restored
+                    self._near[method.name] = (index, urls)
+                    self._near_saved[method.name] = len(urls)
+            state = super()._near_state(method)
+            self._load_near(method, *state, after=after)
+            return state
+        return super()._near_state(method)
 
-    def _load_near(self, method: NearMethod, index: NearIndex, urls: StringList) -> None:
-        """Index the fingerprints earlier runs kept with ``method``."""
+    def _saved_path(self, index_name: str) -> Path:
+        """The file beside the store where the near-duplicate index is saved."""
+        return self.path.with_name(f"{self.path.name}-near-{self._ns}-{index_name}")
+
+    def _restore_near(self, method: NearMethod) -> tuple[int, NearIndex, StringList] | None:
+        """The index saved by an earlier run's close, if it still matches the
+        stored fingerprints it was made of: ``(last rowid it holds, index, URLs)``."""
+        index: Any = method.new_index()  # a MinHashLSH: the others are not saved
+        path = self._saved_path(method.index_name)
+        if not hasattr(index, "restore") or not path.exists():
+            return None
+        try:
+            with path.open("rb") as file:
+                meta, sections = _read_saved(file)
+                if meta.get("format") != _SAVED_FORMAT or meta.get("method") != method.name:
+                    return None
+                last, count = int(meta["last_rowid"]), int(meta["count"])
+                # Still the rows it was made of (a table cleared and refilled has others).
+                held = self._db.execute(
+                    "SELECT count(*) FROM near WHERE ns = ? AND method = ? AND rowid <= ?",
+                    (self._ns, method.name, last),
+                ).fetchone()[0]
+                row = self._db.execute(
+                    "SELECT fingerprint, url FROM near WHERE rowid = ? AND ns = ? AND method = ?",
+                    (last, self._ns, method.name),
+                ).fetchone()
+                if held != count or row is None or _row_check(*row) != meta["check"]:
+                    logger.debug("%s is stale: indexing the stored texts anew", path)
+                    return None
+                index.restore(sections["entries"], sections["sketches"])
+                urls = StringList.from_packed(sections["urls"].tobytes(), sections["url_ends"])
+            if len(index) != count or len(urls) != count:
+                raise ValueError(f"{len(index)} texts and {len(urls)} URLs, not {count}")
+        except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
+            logger.warning("%s is unreadable (%s): indexing the stored texts anew", path, exc)
+            return None
+        return last, index, urls
+
+    def _save_near(self) -> None:
+        """Save the near-duplicate indexes that grew by enough since they were
+        saved (or indexed anew), beside the store file, for the next open."""
+        for name, index_name in self._near_loaded.items():
+            state = self._near.get(name)
+            if state is None or not hasattr(state[0], "saved_parts"):
+                continue
+            index: Any = state[0]
+            urls = state[1]
+            saved = self._near_saved.get(name, 0)
+            if len(urls) - saved < max(_SAVE_MIN, saved // 16):
+                continue
+            last, count = self._db.execute(
+                "SELECT max(rowid), count(*) FROM near WHERE ns = ? AND method = ?",
+                (self._ns, name),
+            ).fetchone()
+            if count != len(urls):  # held writes discarded, unreadable rows: not this one
+                logger.debug("%s texts stored, %s indexed: index not saved", count, len(urls))
+                continue
+            row = self._db.execute(
+                "SELECT fingerprint, url FROM near WHERE rowid = ?", (last,)
+            ).fetchone()
+            meta = {
+                "format": _SAVED_FORMAT,
+                "method": name,
+                "index_name": index_name,
+                "last_rowid": last,
+                "count": count,
+                "check": _row_check(*row),
+            }
+            pieces, ends = urls.packed()
+            parts = [*index.saved_parts(), ("url_ends", ends)]
+            parts += [("urls", np.frombuffer(piece, dtype=np.uint8)) for piece in pieces]
+            _write_saved(self._saved_path(index_name), meta, parts)
+            self._near_saved[name] = count
+
+    def _load_near(
+        self, method: NearMethod, index: NearIndex, urls: StringList, after: int = 0
+    ) -> None:
+        """Index the fingerprints earlier runs kept with ``method`` (those
+        after rowid ``after``: the saved index holds the others)."""
         rows = self._db.execute(
-            "SELECT fingerprint, url FROM near WHERE ns = ? AND method = ? ORDER BY rowid",
-            (self._ns, method.name),
+            "SELECT fingerprint, url FROM near WHERE ns = ? AND method = ? AND rowid > ? "
+            "ORDER BY rowid",
+            (self._ns, method.name, after),
         )
         load_many = getattr(index, "add_many", None)
         decode_many = getattr(method, "decode_many", None)
@@ -496,9 +657,23 @@ class SqliteStore(MemoryStore):
             self._write("claims", (self._ns, _signed(key), owner))
         return first
 
+    def get_content(self, digest: bytes) -> str | None:
+        first = self._content.get(digest)
+        if first is None and self._stored_content:
+            try:
+                row = self._db.execute(
+                    "SELECT url FROM content WHERE ns = ? AND digest = ?", (self._ns, digest)
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read the SQLite store {self.path}: {exc}") from exc
+            if row is not None:
+                first = row[0]
+        return first
+
     def add_content(self, digest: bytes, url: str) -> str | None:
-        first = super().add_content(digest, url)
+        first = self.get_content(digest)
         if first is None:
+            self._content[digest] = url
             self._write("content", (self._ns, digest, url))
         return first
 
@@ -589,6 +764,10 @@ class SqliteStore(MemoryStore):
             self._pending[table].clear()
         if not urls_only:
             self._frontier.clear()
+            self._stored_content = False
+            self._near_saved.clear()
+            for saved in self.path.parent.glob(f"{self.path.name}-near-{self._ns}-*"):
+                saved.unlink(missing_ok=True)
         with self._db:
             self._db.execute("BEGIN")
             for table in tables:
@@ -600,6 +779,10 @@ class SqliteStore(MemoryStore):
         self._closed = True
         try:
             self.flush(force=True)
+            try:
+                self._save_near()
+            except (OSError, sqlite3.Error) as exc:  # a cache: the next open indexes anew
+                logger.warning("%s: the near-duplicate index was not saved: %s", self.path, exc)
         finally:
             self._db.close()
             self._unlock()

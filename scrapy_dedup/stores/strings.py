@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from itertools import pairwise
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["StringList"]
 
 _BLOCK = 1 << 20  # bytes per block; a longer string gets a block of its own
 _EXTEND_CHUNK = 1 << 20  # strings per block of extend(): well under 4 GiB of them
+_NONE = np.empty(0, dtype=np.uint64)
 
 
 class StringList:
@@ -81,6 +84,45 @@ class StringList:
         if position + 1 < count and self._where[position + 1] >> 32 == block:
             end = self._where[position + 1] & 0xFFFFFFFF
         return self._blocks[block][start:end].decode("utf-8", "surrogatepass")
+
+    def packed(self) -> tuple[list[bytes], npt.NDArray[np.uint64]]:
+        """Every string's UTF-8 bytes, in order, as pieces of at most a few
+        MiB to concatenate, and where each string ends in their concatenation
+        (for :meth:`from_packed`)."""
+        where = np.frombuffer(self._where, dtype=np.uint64) if len(self._where) else _NONE
+        sizes = np.fromiter(map(len, self._blocks), dtype=np.uint64, count=len(self._blocks))
+        bases = np.concatenate((np.zeros(1, dtype=np.uint64), np.cumsum(sizes)))
+        starts = bases[(where >> np.uint64(32)).astype(np.intp)] + (where & np.uint64(0xFFFFFFFF))
+        ends = np.empty(len(where), dtype=np.uint64)
+        ends[:-1] = starts[1:]
+        if len(ends):
+            ends[-1] = bases[-1]
+        pieces = [
+            bytes(block[i : i + _BLOCK])
+            for block in self._blocks
+            for i in range(0, len(block), _BLOCK)
+        ]
+        return pieces, ends
+
+    @classmethod
+    def from_packed(cls, data: bytes, ends: npt.NDArray[np.uint64]) -> StringList:
+        """The StringList whose :meth:`packed` pieces concatenate to ``data``."""
+        strings = cls()
+        ends = np.asarray(ends, dtype=np.uint64)
+        if not len(ends):
+            return strings
+        starts = np.concatenate((np.zeros(1, dtype=np.uint64), ends[:-1]))
+        # Blocks of about _BLOCK bytes, cut where a string starts.
+        cuts = np.unique(
+            np.searchsorted(starts, np.arange(0, int(ends[-1]), _BLOCK, dtype=np.uint64))
+        )
+        block_of = np.searchsorted(cuts, np.arange(len(ends)), side="right") - 1
+        edges = np.append(starts[cuts], ends[-1])
+        strings._blocks = [bytearray(data[int(a) : int(b)]) for a, b in pairwise(edges)]
+        where = (starts - starts[cuts][block_of]) | (block_of.astype(np.uint64) << np.uint64(32))
+        strings._where.frombytes(where.astype("=u8").tobytes())
+        strings._blocks.append(bytearray())  # the next append starts another
+        return strings
 
     def clear(self) -> None:
         self._blocks.clear()

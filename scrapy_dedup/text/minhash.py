@@ -32,8 +32,9 @@ dropped, whatever the number of pages.
 from __future__ import annotations
 
 import math
+import sys
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from statistics import NormalDist
 from typing import Any
 
@@ -366,6 +367,7 @@ _SLOT_BITS = 12  # a directory of 4096 slots, picked by the top 12 bits of a ban
 _SLOTS = 1 << _SLOT_BITS
 _SLOT_SHIFT = 32 - _SLOT_BITS  # from the top 32 bits of a key to its slot
 _ROW_MASK = 0xFFFF_FFFF
+_LOW_WORD = 0 if sys.byteorder == "little" else 1  # of a uint64 seen as two uint32
 _TOP32 = 0xFFFF_FFFF_0000_0000
 # Sketches live in blocks of 16,384 rows (2 MiB): growing never copies, and
 # numpy asks for transparent huge pages only from 4 MiB on (their first touch
@@ -654,6 +656,64 @@ class MinHashLSH:
             slot = shard.hi
         parts.append(np.sort(np.array(fresh, dtype=np.uint64)))
         return np.concatenate(parts)
+
+    # -- saving and restoring (a store's cache of the whole index) --
+
+    def saved_parts(self, size: int = 1 << 22) -> Iterator[tuple[str, np.ndarray]]:
+        """The index as ``("entries" | "sketches", array)`` pieces of about
+        ``size`` bytes, in order, for :meth:`restore`: sorted uint64 entries,
+        then ``(rows, 128)`` uint8 sketches. Doc ids must be the rows (as
+        stores add them), otherwise ``ValueError``. Memory beyond the index:
+        one piece at a time."""
+        if self._ids is not None:
+            raise ValueError("only an index whose doc ids are its rows can be saved")
+        pending: list[np.ndarray] = []
+        held = 0
+        slot = 0
+        while slot < _SLOTS:  # shards in key order: their entries, merged, are sorted
+            shard = self._slots[slot]
+            slot = shard.hi
+            entries = shard.entries
+            if shard.buffer:
+                fresh = [
+                    (top << 32) | row
+                    for top, rows in shard.buffer.items()
+                    for row in (rows if type(rows) is tuple else (rows,))
+                ]
+                entries = np.sort(np.concatenate((entries, np.array(fresh, dtype=np.uint64))))
+            pending.append(entries)
+            held += entries.nbytes
+            if held >= size:
+                yield "entries", np.concatenate(pending)
+                pending, held = [], 0
+        if pending:
+            yield "entries", np.concatenate(pending)
+        left = self._count
+        for block in self._blocks:
+            yield "sketches", block[: min(left, _BLOCK)]
+            left -= _BLOCK
+
+    def restore(self, entries: np.ndarray, sketches: np.ndarray) -> None:
+        """Become the index :meth:`saved_parts` gave (this one must be empty):
+        ``entries`` its entries pieces concatenated, ``sketches`` its sketches
+        pieces concatenated (a writable ``(rows, 128)`` uint8 array, kept as
+        the index's own: its full blocks are views of it)."""
+        if self._count:
+            raise ValueError("restore() needs an empty index")
+        entries = np.asarray(entries, dtype=np.uint64)
+        sketches = np.asarray(sketches, dtype=np.uint8).reshape(-1, SKETCH_BYTES)
+        count = len(sketches)
+        # Rows beyond the sketches would fail lookups; the order is trusted (a
+        # wrong one only hides candidates).
+        if len(entries) and int(entries.view(np.uint32)[_LOW_WORD::2].max()) >= count:
+            raise ValueError("saved entries name rows the sketches lack")
+        full = count >> _BLOCK_BITS << _BLOCK_BITS
+        self._blocks = [sketches[i : i + _BLOCK] for i in range(0, full, _BLOCK)]
+        if full < count:  # the last block, to which add() writes: one of its own
+            self._new_block()
+            self._blocks[-1][: count - full] = sketches[full:]
+        self._count = count
+        self._build(0, _SLOTS, entries)
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (the dict buffers not counted)."""

@@ -7,8 +7,9 @@ them, so the same logic serves the memory, SQLite and Redis stores.
 Band keys depend on the method's parameters (MinHash: the band layout its
 threshold needs), so a store that keeps band keys files them under the
 method's :attr:`~NearMethod.index_name`; SQLite indexes its fingerprints
-anew at every start, Redis refuses a run whose index is another one
-(:func:`fitting_settings` tells which settings fit).
+for the layout a run needs (and saves that index per layout), Redis refuses
+a run whose index is another one (:func:`fitting_settings` tells which
+settings fit).
 """
 
 from __future__ import annotations
