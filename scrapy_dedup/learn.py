@@ -1,0 +1,728 @@
+"""Learned URL rules: which differences between URLs of one host do not change
+the page, learned from the pages the crawl fetched. No Scrapy import.
+
+Evidence is pairs of fetched pages of one host whose visible text is the
+same. Each pair proposes rules that would explain it:
+
+- ``param``: a query parameter (any value, or one value) can be dropped
+  (``?sid=…``, ``?view=print``);
+- ``prefix``: the first path segments can be replaced (``/m/x`` = ``/x``,
+  ``/shop/tools/x`` = ``/shop/*/x``, ``/shop/tools/x`` = ``/item/x``);
+- ``suffix``: the last path segments can be replaced (``/x/amp`` = ``/x``);
+- ``case``: the path is case-insensitive under its first segment.
+
+A rule maps every URL to a *class* URL (the URL with the difference taken
+out; never fetched). Every fetched page joins its class under each rule of
+its host: a page whose text equals the text of the class's first page
+supports the rule, one whose text differs contradicts it. A rule is adopted
+once ``min_support`` different classes (different pages, not variants of one)
+confirmed it, and contradicted nowhere else than in one first path segment
+(``/docs`` where a parameter matters): there it is excluded. A second
+contradicted first segment revokes it.
+
+An adopted rule skips a new URL whose class (under all adopted rules of its
+host) already holds a fetched page, in a first segment where a page
+confirmed it; one in ``1 / sample`` of those is fetched anyway, and its text
+checks the rule again, as does :meth:`Learner.audit` when the crawl would
+end. A contradiction is blamed on the rule family with the least evidence.
+Every skipped request is kept; a contradiction hands back the requests the
+rule skipped (in the excluded segment, or all of them when revoked) for the
+caller to fetch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+__all__ = ["Learner", "Rule", "Skip", "body_digest", "page_digest", "visible_text"]
+
+logger = logging.getLogger(__name__)
+
+#: Pages with less visible text than this (characters) are no evidence for a
+#: rule (soft-404 pages, empty templates: many URLs, one text), only against.
+MIN_TEXT = 200
+_HISTORY = 20_000  # pages per host replayed when a rule is proposed
+_CLASSES = 200_000  # classes per rule (beyond: no more evidence, never a skip)
+_RULES_PER_HOST = 64  # proposed rules per host
+_PAIRS_PER_TEXT = 4  # pages per text compared with a new page of that text
+_MAX_SEGMENTS = 3  # a path rule replaces at most this many segments
+
+_WORD = re.compile(r"[A-Za-z_-]{1,16}")
+
+PARAM, PREFIX, SUFFIX, CASE = "param", "prefix", "suffix", "case"
+CANDIDATE, ADOPTED, REVOKED = "candidate", "adopted", "revoked"
+
+
+def _key(text: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
+    )
+
+
+# -- visible text ---------------------------------------------------------------
+
+_HIDDEN = ("script", "style", "noscript", "template", "textarea")
+_OPENERS = re.compile(r"<!--|<(?:script|style|noscript|template|textarea)(?=[\s>/])", re.I)
+_CLOSERS = {name: re.compile(rf"</{name}", re.I) for name in _HIDDEN}
+_TAG = re.compile(r"<[^<>]*>")
+
+
+def visible_text(html: str) -> str:
+    """The text a reader sees in ``html``: no tags, comments, scripts, styles
+    (attributes, so links carrying session ids, do not count), whitespace
+    collapsed, lowercased. Linear in the input, however broken."""
+    parts = []
+    pos = 0
+    for match in _OPENERS.finditer(html):
+        if match.start() < pos:
+            continue  # inside a hidden block already skipped
+        parts.append(html[pos : match.start()])
+        opener = match.group()
+        if opener == "<!--":
+            end = html.find("-->", match.end())
+            pos = len(html) if end < 0 else end + 3
+        else:
+            closing = _CLOSERS[opener[1:].lower()].search(html, match.end())
+            pos = len(html) if closing is None else closing.start()
+    parts.append(html[pos:])
+    text = _TAG.sub(" ", " ".join(parts))
+    return " ".join(text.split()).lower()
+
+
+def body_digest(body: bytes) -> tuple[int, int]:
+    """``(64-bit digest, length)`` of a body that is not text."""
+    return int.from_bytes(hashlib.blake2b(body, digest_size=8).digest(), "little"), len(body)
+
+
+_REGIONS = [
+    (re.compile(rf"<{name}(?=[\s>])", re.I), re.compile(rf"</{name}\s*>", re.I))
+    for name in ("main", "article")
+]
+
+
+def main_region(html: str) -> str:
+    """The page's ``<main>`` (else its ``<article>``s, else all of it): a
+    print view with the same article and no navigation is the same page."""
+    for opener, closer in _REGIONS:
+        start = opener.search(html)
+        if start is None:
+            continue
+        last = None
+        for last in closer.finditer(html, start.end()):  # noqa: B007 (the last one)
+            pass
+        if last is not None:
+            return html[start.start() : last.end()]
+    return html
+
+
+def page_digest(html: str) -> tuple[int, int]:
+    """``(64-bit digest, length)`` of the visible text of the main region of ``html``."""
+    text = visible_text(main_region(html))
+    return _key(text), len(text)
+
+
+def _ignore(stat: str, count: int) -> None:
+    pass
+
+
+# -- URLs -----------------------------------------------------------------------
+
+
+class _Parts(NamedTuple):
+    base: str  # scheme://host[:port]
+    host: str
+    segments: tuple[str, ...]
+    trailing: bool  # the path ends with "/" after its segments
+    query: str
+
+    @property
+    def url(self) -> str:
+        return _join(self.base, self.segments, self.trailing, self.query)
+
+    @property
+    def first(self) -> str:
+        return self.segments[0] if self.segments else ""
+
+
+def _join(base: str, segments: tuple[str, ...], trailing: bool, query: str) -> str:
+    path = "/" + "/".join(segments) + ("/" if trailing and segments else "")
+    return f"{base}{path}?{query}" if query else f"{base}{path}"
+
+
+def _split(url: str) -> _Parts | None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if not parts.netloc:
+        return None
+    path = parts.path
+    trailing = path.endswith("/") and path != "/"
+    segments = tuple(s for s in path.strip("/").split("/")) if path.strip("/") else ()
+    return _Parts(
+        f"{parts.scheme}://{parts.netloc}", parts.hostname or "", segments, trailing, parts.query
+    )
+
+
+def _params(query: str) -> list[tuple[str, str]]:
+    pairs = []
+    for piece in query.split("&") if query else ():
+        name, _, value = piece.partition("=")
+        pairs.append((name, value))
+    return pairs
+
+
+def _prefix_matches(pattern: tuple[str, ...], segments: tuple[str, ...]) -> bool:
+    return len(segments) > len(pattern) and all(
+        p == "*" or p == s for p, s in zip(pattern, segments, strict=False)
+    )
+
+
+# -- rules ----------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Rule:
+    """One learned rule of one host, with its evidence."""
+
+    host: str
+    kind: str
+    old: tuple[str, ...]  # param: (name,) or (name, value); path: segments; case: (first,)
+    new: tuple[str, ...] = ()
+    state: str = CANDIDATE
+    support: int = 0  # classes where two pages had the same text
+    # ... counted by the first path segment of their pages
+    support_by: dict[str, int] = field(default_factory=dict, repr=False)
+    confirmed: set[int] = field(default_factory=set, repr=False)  # those classes
+    seen_in: set[str] = field(default_factory=set)  # first segments where pages confirmed it
+    adopted_at: int = 0  # when it was adopted: 1 for the first rule of the crawl
+    verified: int = 0  # pages fetched after adoption that had their class's text
+    skipped: int = 0
+    excluded: set[str] = field(default_factory=set)  # first segments where it failed
+    examples: list[tuple[str, str]] = field(default_factory=list)  # same text
+    counterexamples: list[tuple[str, str]] = field(default_factory=list)
+    # class URL key -> (text digest, URL of its first page, enough text, changed by the rule)
+    classes: dict[int, tuple[int, str, bool, bool]] = field(default_factory=dict, repr=False)
+
+    @property
+    def spec(self) -> str:
+        """The rule in the form of fixed host rules and of the log."""
+        if self.kind == PARAM:
+            return f"?{'='.join(self.old)} does not matter"
+        if self.kind == CASE:
+            return f"/{self.old[0]}/... is case-insensitive"
+        old, new = "/".join(self.old), "/".join(self.new)
+        if self.kind == PREFIX:
+            return f"/{old}/... = /{new + '/' if new else ''}..."
+        return f".../{old} = ...{'/' + new if new else ''}"
+
+    @property
+    def family(self) -> tuple[str, str]:
+        """Rules that can stand in for one another: one parameter's, one path
+        kind's under one first segment."""
+        return (
+            PREFIX if self.kind == SUFFIX else self.kind,
+            self.old[0] if self.kind != SUFFIX else self.old[-1],
+        )
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}: {self.spec}"
+
+    def rewrite(self, parts: _Parts) -> _Parts | None:
+        """``parts`` with the difference this rule ignores taken out, or
+        ``None`` when the rule does not touch it."""
+        if self.kind == PARAM:
+            if not parts.query:
+                return None
+            name = self.old[0]
+            pairs = _params(parts.query)
+            if len(self.old) == 1:
+                kept = [p for p in pairs if p[0] != name]
+            else:
+                kept = [p for p in pairs if p != (name, self.old[1])]
+            if len(kept) == len(pairs):
+                return None
+            return parts._replace(query="&".join(f"{n}={v}" if v else n for n, v in kept))
+        segments = parts.segments
+        if self.kind == CASE:
+            if not segments or segments[0].lower() != self.old[0]:
+                return None
+            lowered = tuple(s.lower() for s in segments)
+            return None if lowered == segments else parts._replace(segments=lowered)
+        n = len(self.old)
+        if self.kind == PREFIX:
+            if not _prefix_matches(self.old, segments):
+                return None
+            new = self.new + segments[n:]
+        else:
+            if len(segments) <= n or segments[-n:] != self.old:
+                return None
+            new = segments[:-n] + self.new
+        return None if new == segments else parts._replace(segments=new)
+
+
+class Skip(NamedTuple):
+    """A request an adopted rule found a copy of."""
+
+    rules: tuple[Rule, ...]
+    copy_of: str  # the fetched page in the same class
+    first: str  # the first path segment of the request's URL
+    sample: bool = False  # picked to be fetched anyway, to check the rules
+
+
+class _Page(NamedTuple):
+    digest: int
+    url: str
+    enough: bool  # enough text to count as evidence for a rule
+    used: tuple[Rule, ...]  # the adopted rules that changed its URL
+
+
+@dataclass
+class _Host:
+    rules: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Rule] = field(default_factory=dict)
+    adopted: list[Rule] = field(default_factory=list)
+    history: list[tuple[str, int, bool]] = field(default_factory=list)  # url, digest, enough
+    pages: set[int] = field(default_factory=set)  # keys of the page URLs observed
+    by_text: dict[int, list[str]] = field(default_factory=dict)  # digest -> first URLs
+    # class URL key under every adopted rule -> its first fetched page
+    copies: dict[int, _Page] = field(default_factory=dict)
+    kept: list[tuple[Any, str, tuple[Rule, ...]]] = field(default_factory=list)
+    checks: int = 0
+
+
+class Learner:
+    """Learns URL rules per host from fetched pages and answers whether a new
+    URL is a copy of a fetched page under them.
+
+    ``inc(stat, n)`` counts what happens (``dedup/learn/...``); ``observe``
+    returns the kept requests a contradiction releases, to fetch again.
+    """
+
+    def __init__(
+        self,
+        *,
+        min_support: int = 3,
+        sample: float = 0.05,
+        max_kept: int = 100_000,
+        inc: Callable[[str, int], None] | None = None,
+    ) -> None:
+        if min_support < 1:
+            raise ValueError("min_support must be at least 1")
+        self.min_support = min_support
+        self.period = round(1 / sample) if sample > 0 else 0
+        self.max_kept = max_kept
+        self.inc: Callable[[str, int], None] = inc or _ignore
+        self.hosts: dict[str, _Host] = {}
+        self.kept = 0
+        self._adoptions = 0
+        self._contradictions = 0
+        self._audits = 0
+        self._audited_at = 0
+
+    # -- what the crawl asks --
+
+    def rules(self) -> list[Rule]:
+        return [rule for host in self.hosts.values() for rule in host.rules.values()]
+
+    def check(self, url: str) -> Skip | None:
+        """A :class:`Skip` when adopted rules make ``url`` a copy of a fetched
+        page (its ``sample`` set when it is to be fetched anyway, to check
+        them), else ``None``."""
+        parts = _split(url)
+        if parts is None:
+            return None
+        host = self.hosts.get(parts.host)
+        if host is None or not host.adopted:
+            return None
+        rewritten, used = self._apply(host, parts)
+        if not used:
+            return None
+        copy = host.copies.get(_key(rewritten.url))
+        if copy is None:
+            return None
+        first = parts.first
+        host.checks += 1
+        if any(first not in rule.seen_in for rule in used) or (
+            self.period and host.checks % self.period == 1 % self.period
+        ):
+            # Fetched: a rule skips in a part of the site (first path segment)
+            # only once a page there confirmed it; then one in every `period`.
+            self.inc("dedup/learn/sampled", 1)
+            return Skip(used, copy.url, first, sample=True)
+        if self.kept >= self.max_kept:
+            self.inc("dedup/learn/kept_full", 1)
+            return None
+        return Skip(used, copy.url, first)
+
+    def keep(self, skip: Skip, request: Any) -> None:
+        """Keep a request skipped by ``skip``, to hand back if a rule fails."""
+        host = self.hosts[skip.rules[0].host]
+        host.kept.append((request, skip.first, skip.rules))
+        self.kept += 1
+        for rule in skip.rules:
+            rule.skipped += 1
+        self.inc("dedup/learn/skipped", 1)
+
+    def audit(self) -> list[Any]:
+        """Kept requests to fetch as a last check before the crawl ends: one
+        in twice ``period`` of each group skipped by the same rules in the same
+        part of the site, and at least one of each. Up to three rounds, a new
+        one only after a round that contradicted a rule."""
+        if self._audits >= 3 or (self._audits and self._contradictions == self._audited_at):
+            return []
+        self._audits += 1
+        self._audited_at = self._contradictions
+        period = 2 * (self.period or 10)
+        picked: list[Any] = []
+        for host in self.hosts.values():
+            groups: dict[tuple[str, tuple[Rule, ...]], int] = {}
+            kept = []
+            for entry in host.kept:
+                group = (entry[1], entry[2])
+                seen = groups.get(group, 0)
+                groups[group] = seen + 1
+                if seen % period == 0:
+                    picked.append(entry[0])
+                else:
+                    kept.append(entry)
+            host.kept = kept
+        self.kept -= len(picked)
+        if picked:
+            self.inc("dedup/learn/audited", len(picked))
+        return picked
+
+    def observe(self, url: str, digest: int, length: int) -> list[Any]:
+        """Record a fetched page (its canonical URL, its visible text's digest
+        and length); the kept requests a contradiction releases."""
+        parts = _split(url)
+        if parts is None:
+            return []
+        host = self.hosts.setdefault(parts.host, _Host())
+        page = _key(url)
+        if page in host.pages:  # fetched again (a redirect back, a retry): nothing new
+            return []
+        host.pages.add(page)
+        enough = length >= MIN_TEXT
+        released: list[Any] = []
+        based, used = self._apply(host, parts)
+        if host.adopted:
+            released += self._check_copies(host, parts, based, _Page(digest, url, enough, used))
+        for rule in list(host.rules.values()):
+            if rule.state == CANDIDATE:
+                released += self._evidence(host, rule, parts, based, digest, enough)
+        if len(host.history) < _HISTORY:
+            host.history.append((url, digest, enough))
+        if enough:
+            earlier = host.by_text.setdefault(digest, [])
+            for other in earlier:
+                self._propose(host, other, url)
+            if len(earlier) < _PAIRS_PER_TEXT:
+                earlier.append(url)
+        return released
+
+    # -- evidence --
+
+    def _apply(
+        self, host: _Host, parts: _Parts, without: tuple[str, str] | None = None
+    ) -> tuple[_Parts, tuple[Rule, ...]]:
+        """``parts`` under every adopted rule of ``host`` (but those of the
+        family ``without``), and the rules that changed it."""
+        used = []
+        first = parts.first
+        for rule in host.adopted:
+            if first in rule.excluded or (without is not None and rule.family == without):
+                continue
+            rewritten = rule.rewrite(parts)
+            if rewritten is not None:
+                parts = rewritten
+                used.append(rule)
+        return parts, tuple(used)
+
+    def _check_copies(self, host: _Host, parts: _Parts, based: _Parts, page: _Page) -> list[Any]:
+        """Adopted rules checked against the page of their class fetched first."""
+        cls = _key(based.url)
+        first = host.copies.get(cls)
+        if first is None:
+            host.copies[cls] = page
+            return []
+        rules = dict.fromkeys(first.used + page.used)
+        if first.digest == page.digest:
+            for rule in rules:
+                rule.verified += 1
+                rule.seen_in.add(parts.first)
+            self.inc("dedup/learn/verified", 1)
+            return []
+        return self._blame(host, parts, first.url)
+
+    def _blame(
+        self, host: _Host, parts: _Parts, earlier_url: str, candidate: Rule | None = None
+    ) -> list[Any]:
+        """Two pages with different texts in one class: blame, of the rule
+        families (one parameter's rules, one path kind's under one segment)
+        without which they would not be one class, the one with the least
+        evidence (a session id confirmed a hundred times is not what a colour
+        parameter adopted a moment ago got wrong)."""
+        earlier = _split(earlier_url)
+        assert earlier is not None
+        families: dict[tuple[str, str], list[Rule]] = {}
+        for rule in self._apply(host, parts)[1] + self._apply(host, earlier)[1]:
+            if rule not in families.setdefault(rule.family, []):
+                families[rule.family].append(rule)
+        if candidate is not None:
+            families.setdefault(candidate.family, []).append(candidate)
+
+        def merged(without: tuple[str, str]) -> bool:
+            a, b = self._apply(host, parts, without)[0], self._apply(host, earlier, without)[0]
+            if candidate is not None and candidate.family != without:
+                a, b = candidate.rewrite(a) or a, candidate.rewrite(b) or b
+            return a == b
+
+        def evidence(family: tuple[str, str]) -> int:
+            return sum(rule.support + rule.verified for rule in families[family])
+
+        needed = [family for family in families if not merged(family)] or list(families)
+        if candidate is not None and candidate.family in needed:
+            # The newest hypothesis is blamed; the adopted rules that helped are
+            # checked by the pages of their own classes.
+            needed = [candidate.family]
+        else:
+            needed = [
+                family for family in needed if candidate is None or family != candidate.family
+            ]
+            weakest = min(evidence(family) for family in needed)
+            needed = [family for family in needed if evidence(family) == weakest]
+            # Of equals, the one adopted last.
+            newest = max(rule.adopted_at for family in needed for rule in families[family])
+            needed = [
+                family
+                for family in needed
+                if any(rule.adopted_at == newest for rule in families[family])
+            ]
+        released: list[Any] = []
+        for family in needed:
+            # The whole family: ?lang=de goes with ?lang.
+            blamed = (
+                families[family]
+                if candidate is not None and family == candidate.family
+                else [
+                    rule
+                    for rule in host.rules.values()
+                    if rule.family == family and rule.state != REVOKED
+                ]
+            )
+            for rule in blamed:
+                # Excluded where it changed a URL: under the first segment of
+                # the page it rewrote.
+                where = parts if rule.rewrite(parts) or not rule.rewrite(earlier) else earlier
+                released += self._contradict(host, rule, parts.url, earlier_url, where.first)
+        return released
+
+    def _evidence(
+        self, host: _Host, rule: Rule, parts: _Parts, based: _Parts, digest: int, enough: bool
+    ) -> list[Any]:
+        """A candidate rule checked against the page of its class fetched first."""
+        rewritten = rule.rewrite(based)
+        cls = _key((rewritten or based).url)
+        url = parts.url
+        known = rule.classes.get(cls)
+        if known is None:
+            if len(rule.classes) < _CLASSES:
+                rule.classes[cls] = (digest, url, enough, rewritten is not None)
+            return []
+        if known[1] == url or not (known[3] or rewritten is not None):
+            return []  # the adopted rules alone made them one class: not this rule's doing
+        if known[0] == digest:
+            if enough and known[2]:
+                self._support(host, rule, cls, known[1], url, parts.first)
+            return []
+        return self._blame(host, parts, known[1], candidate=rule)
+
+    def _support(
+        self, host: _Host, rule: Rule, cls: int, earlier: str, url: str, first: str
+    ) -> None:
+        # A class counts once: variants of one page are not independent.
+        if cls in rule.confirmed:
+            return
+        rule.confirmed.add(cls)
+        rule.support += 1
+        rule.seen_in.add(first)
+        rule.support_by[first] = rule.support_by.get(first, 0) + 1
+        if len(rule.examples) < 8:
+            rule.examples.append((earlier, url))
+        if rule.state == CANDIDATE and self._supported(rule):
+            self._adopt(host, rule)
+
+    def _supported(self, rule: Rule) -> bool:
+        """Enough classes confirmed it outside the segments where it failed."""
+        support = sum(n for first, n in rule.support_by.items() if first not in rule.excluded)
+        return support >= self.min_support and len(rule.excluded) < 2
+
+    def _contradict(
+        self, host: _Host, rule: Rule, url: str, earlier: str, first: str
+    ) -> list[Any]:
+        if len(rule.counterexamples) < 8:
+            rule.counterexamples.append((earlier, url))
+        if first in rule.excluded:
+            return []
+        rule.excluded.add(first)
+        rule.seen_in.discard(first)
+        self._contradictions += 1
+        self.inc("dedup/learn/contradicted", 1)
+        was_adopted = rule.state == ADOPTED
+        if len(rule.excluded) >= 2:
+            rule.state = REVOKED
+        if not was_adopted:
+            return []
+        if rule.state == REVOKED:
+            host.adopted.remove(rule)
+            self.inc("dedup/learn/revoked", 1)
+            logger.info(
+                "Revoked learned URL rule %s: %s and %s have different texts",
+                rule.name,
+                earlier,
+                url,
+            )
+        else:
+            self.inc("dedup/learn/excluded", 1)
+            logger.info(
+                "Learned URL rule %s no longer applies under /%s/: %s and %s have different texts",
+                rule.name,
+                first,
+                earlier,
+                url,
+            )
+        released = []
+        kept = []
+        for entry in host.kept:
+            request, segment, rules = entry
+            if rule in rules and (rule.state == REVOKED or segment == first):
+                released.append(request)
+            else:
+                kept.append(entry)
+        host.kept = kept
+        self.kept -= len(released)
+        if released:
+            self.inc("dedup/learn/released", len(released))
+        self._rebuild(host)
+        return released
+
+    def _adopt(self, host: _Host, rule: Rule) -> None:
+        self._adoptions += 1
+        rule.adopted_at = self._adoptions
+        rule.state = ADOPTED
+        host.adopted.append(rule)
+        # Parameters first, then paths: one order for every URL.
+        host.adopted.sort(key=lambda r: (r.kind != PARAM, r.kind, r.old))
+        self.inc("dedup/learn/adopted", 1)
+        example = rule.examples[0] if rule.examples else ("", "")
+        logger.info(
+            "Learned URL rule %s from %d pages with the same text (e.g. %s = %s)",
+            rule.name,
+            rule.support,
+            *example,
+        )
+        self._rebuild(host)
+
+    def _rebuild(self, host: _Host) -> None:
+        """Classes again from the pages fetched so far, under the adopted rules
+        as they are now: the copies, and the candidates' evidence."""
+        host.copies = {}
+        candidates = [rule for rule in host.rules.values() if rule.state == CANDIDATE]
+        for rule in candidates:
+            rule.classes.clear()
+            rule.confirmed.clear()
+        for url, digest, enough in host.history:
+            parts = _split(url)
+            if parts is None:
+                continue
+            based, used = self._apply(host, parts)
+            if host.adopted:
+                host.copies.setdefault(_key(based.url), _Page(digest, url, enough, used))
+            for rule in candidates:
+                if rule.state == CANDIDATE:  # (one may be adopted meanwhile)
+                    self._evidence(host, rule, parts, based, digest, enough)
+
+    # -- proposals --
+
+    def _propose(self, host: _Host, a_url: str, b_url: str) -> None:
+        a, b = _split(a_url), _split(b_url)
+        if a is None or b is None or a.base != b.base:
+            return
+        # What adopted rules explain already is not a difference any more.
+        a, b = self._apply(host, a)[0], self._apply(host, b)[0]
+        for kind, old, new in _explanations(a, b):
+            key = (kind, old, new)
+            if key in host.rules or len(host.rules) >= _RULES_PER_HOST:
+                continue
+            rule = host.rules[key] = Rule(a.host, kind, old, new)
+            self.inc("dedup/learn/proposed", 1)
+            for url, digest, enough in host.history:  # the pages fetched so far
+                parts = _split(url)
+                if parts is not None and rule.state == CANDIDATE:
+                    based = self._apply(host, parts)[0]
+                    self._evidence(host, rule, parts, based, digest, enough)
+
+
+def _explanations(a: _Parts, b: _Parts) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """The rules that would make URLs ``a`` and ``b`` one."""
+    found: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+    if a.segments == b.segments and a.trailing == b.trailing:
+        pa, pb = _params(a.query), _params(b.query)
+        names = {n for n, _ in pa} | {n for n, _ in pb}
+        differing = [
+            n
+            for n in sorted(names)
+            if sorted(v for m, v in pa if m == n) != sorted(v for m, v in pb if m == n)
+        ]
+        if len(differing) == 1:
+            name = differing[0]
+            found.append((PARAM, (name,), ()))
+            values = {v for m, v in pa + pb if m == name}
+            present = [n for n, _ in pa].count(name) + [n for n, _ in pb].count(name)
+            # One side has it, with one value that is a word (view=print, lang=de).
+            if len(values) == 1 and present == 1 and _WORD.fullmatch(next(iter(values))):
+                found.append((PARAM, (name, values.pop()), ()))
+        return found
+    if a.query != b.query or a.trailing != b.trailing:
+        return found
+    sa, sb = a.segments, b.segments
+    if sa and [s.lower() for s in sa] == [s.lower() for s in sb]:
+        return [(CASE, (sa[0].lower(),), ())]
+    common = min(len(sa), len(sb))
+    tail = 0
+    while tail < common and sa[-1 - tail] == sb[-1 - tail]:
+        tail += 1
+    head = 0
+    while head < common - tail and sa[head] == sb[head]:
+        head += 1
+    if tail:
+        old, new = sa[: len(sa) - tail], sb[: len(sb) - tail]
+        if (len(new), new) > (len(old), old):
+            old, new = new, old
+        if len(old) > _MAX_SEGMENTS or not old:
+            return found
+        found.append((PREFIX, old, new))
+        # The same for any value of the one segment that differs:
+        # /shop/tools/x = /shop/garden/x gives /shop/*/x, and /shop/tools/x =
+        # /item/x gives /shop/*/x = /item/x.
+        if len(old) == len(new):
+            diff = [i for i, (x, y) in enumerate(zip(old, new, strict=True)) if x != y]
+            if len(diff) == 1:
+                star = (*old[: diff[0]], "*", *old[diff[0] + 1 :])
+                found.append((PREFIX, star, star))
+        elif len(old) >= 2:
+            found.append((PREFIX, (*old[:-1], "*"), new))
+    elif head:
+        old, new = sa[head:], sb[head:]
+        if (len(new), new) > (len(old), old):
+            old, new = new, old
+        if 0 < len(old) <= _MAX_SEGMENTS:
+            found.append((SUFFIX, old, new))
+    return found
