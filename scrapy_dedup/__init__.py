@@ -16,6 +16,7 @@ _WHERE = {
     "ContentDedupPipeline": "scrapy_dedup.pipeline",
     "DedupAddon": "scrapy_dedup.addon",
     "DedupFrontierMiddleware": "scrapy_dedup.frontier",
+    "LearnedRulesMiddleware": "scrapy_dedup.learning",
     "RelCanonicalMiddleware": "scrapy_dedup.relcanonical",
     "URLCanonicalizer": "scrapy_dedup.url",
     "canonicalize_url": "scrapy_dedup.url",
@@ -29,6 +30,7 @@ __all__ = [
     "ContentDedupPipeline",
     "DedupAddon",
     "DedupFrontierMiddleware",
+    "LearnedRulesMiddleware",
     "RelCanonicalMiddleware",
     "URLCanonicalizer",
     "canonicalize_url",
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from scrapy_dedup.dupefilter import CanonicalDupeFilter
     from scrapy_dedup.forget import forget
     from scrapy_dedup.frontier import DedupFrontierMiddleware
+    from scrapy_dedup.learning import LearnedRulesMiddleware
     from scrapy_dedup.pipeline import ContentDedupPipeline
     from scrapy_dedup.relcanonical import RelCanonicalMiddleware
     from scrapy_dedup.text import hamming, simhash

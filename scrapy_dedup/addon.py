@@ -6,6 +6,7 @@ from typing import Any
 
 from scrapy_dedup.dupefilter import CanonicalDupeFilter
 from scrapy_dedup.frontier import DedupFrontierMiddleware
+from scrapy_dedup.learning import LearnedRulesMiddleware
 from scrapy_dedup.pipeline import ContentDedupPipeline
 from scrapy_dedup.relcanonical import RelCanonicalMiddleware
 
@@ -14,7 +15,8 @@ __all__ = ["DedupAddon"]
 
 class DedupAddon:
     """``ADDONS = {"scrapy_dedup.DedupAddon": 0}`` turns on the canonical-URL
-    dupefilter, the rel=canonical middleware (580), the content pipeline
+    dupefilter, the rel=canonical middleware (580), the learned-rules
+    middleware (50; it only acts with ``DEDUP_LEARN``), the content pipeline
     (300) and the frontier spider middleware (10; it only acts with an SQLite
     store), each unless the project already lists it. A ``DUPEFILTER_CLASS``
     the project set explicitly wins.
@@ -24,6 +26,9 @@ class DedupAddon:
         settings.set("DUPEFILTER_CLASS", CanonicalDupeFilter, priority="addon")
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", RelCanonicalMiddleware, 580
+        )
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", LearnedRulesMiddleware, 50
         )
         settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", ContentDedupPipeline, 300)
         settings.setdefault_in_component_priority_dict(

@@ -64,6 +64,11 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_FRONTIER_RETRIES": 3,  # later runs that try a failed or unfinished request again
     # {scheme: "path.to.StoreClass"}: stores of your own, by DEDUP_STORE URI scheme
     "DEDUP_STORE_CLASSES": {},
+    # Learned URL rules (CanonicalDupeFilter)
+    "DEDUP_LEARN": False,  # learn per host which URL differences do not change a page
+    "DEDUP_LEARN_MIN_SUPPORT": 3,  # pages confirming a rule before it skips anything
+    "DEDUP_LEARN_SAMPLE": 0.05,  # share of the URLs a rule would skip fetched to check it
+    "DEDUP_LEARN_MAX_KEPT": 100_000,  # skipped requests kept to fetch if a rule fails
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }
@@ -250,6 +255,11 @@ class DedupConfig:
     store_classes: dict[str, Any] = field(default_factory=dict)
     recrawl_after: float | None = None
     frontier_retries: int = 3
+    # Learned URL rules
+    learn: bool = False
+    learn_min_support: int = 3
+    learn_sample: float = 0.05
+    learn_max_kept: int = 100_000
     # Logging
     debug: bool = False
 
@@ -288,6 +298,10 @@ class DedupConfig:
             store_classes=r.mapping("DEDUP_STORE_CLASSES"),
             recrawl_after=read_duration("DEDUP_RECRAWL_AFTER", r.raw("DEDUP_RECRAWL_AFTER")),
             frontier_retries=r.number("DEDUP_FRONTIER_RETRIES", int, 0),
+            learn=r.flag("DEDUP_LEARN"),
+            learn_min_support=r.number("DEDUP_LEARN_MIN_SUPPORT", int, 1),
+            learn_sample=r.number("DEDUP_LEARN_SAMPLE", float, 0.0, 1.0),
+            learn_max_kept=r.number("DEDUP_LEARN_MAX_KEPT", int, 0),
             debug=r.flag("DEDUP_DEBUG"),
         )
         config.canonicalizer()  # host rules are checked by building one

@@ -11,6 +11,8 @@ from scrapy.utils.request import referer_str
 
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.keys import PREVIOUS_RUN, RequestKey, merge_reasons, url_info
+from scrapy_dedup.learn import Skip
+from scrapy_dedup.learning import learned_rules
 from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.url import RULES, UNPARSED
@@ -67,6 +69,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._remember = self._frontier
         # Start requests fetched again although an earlier run kept them.
         self._started: set[int] = set()
+        # DEDUP_LEARN: URL rules learned from the pages fetched (scrapy_dedup.learning).
+        self.learned = learned_rules(state)
+        self._learned: tuple[Request, Skip] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -109,7 +114,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
     def request_seen(self, request: Request) -> bool:
         request_key, first = self._record(request)
         if first is None:
-            return False
+            return self.learned is not None and self._learned_copy(request, request_key)
         key = request_key.key
         if first & PREVIOUS_RUN and key not in self._started and self._resumed(request):
             # Once per run, an earlier run does not make these skipped (a
@@ -135,6 +140,22 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._last = (request, key, request_key.mask, first)
         return True
 
+    def _learned_copy(self, request: Request, request_key: RequestKey) -> bool:
+        """Whether a learned rule makes this new request a copy of a fetched
+        page: then it is kept (fetched again if the rule fails) and filtered."""
+        assert self.learned is not None
+        if self._resumed(request):
+            return False
+        skip = self.learned.skip(request, request_key.url)
+        if skip is None:
+            return False
+        if self._frontier:
+            # Its row stays in the store's frontier: a later run fetches it,
+            # whatever becomes of the rule.
+            self.state.unsent.pop(request_key.key, None)
+        self._learned = (request, skip)
+        return True
+
     @staticmethod
     def _resumed(request: Request) -> bool:
         meta = request.meta
@@ -148,6 +169,24 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     def log(self, request: Request, spider: Spider | None = None) -> None:
         """Called by the scheduler for each request that ``request_seen`` filtered."""
+        if self._learned is not None and self._learned[0] is request:
+            skip = self._learned[1]
+            self._learned = self._last = None
+            self._inc_value("dupefilter/filtered")
+            self._stats.inc("dedup/url/filtered")
+            self._stats.inc("dedup/url/filtered/learned")
+            if self.debug:
+                logger.debug(
+                    "Filtered duplicate request: %(request)s is a copy of %(copy)s by learned "
+                    "URL rule %(rules)s (referer: %(referer)s)",
+                    {
+                        "request": request,
+                        "copy": skip.copy_of,
+                        "rules": " and ".join(rule.name for rule in skip.rules),
+                        "referer": referer_str(request),
+                    },
+                )
+            return
         if self._last is not None and self._last[0] is request:
             _, key, mask, first = self._last
         else:  # called without a matching request_seen(): work it out again

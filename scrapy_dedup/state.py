@@ -116,6 +116,9 @@ class CrawlState:
         #: middleware refused, at the end of a finished run).
         self.unsent: dict[int, int] = {}
         self._store: GuardedStore | None = None
+        #: The crawl's learned URL rules (``DEDUP_LEARN``), set by
+        #: :func:`scrapy_dedup.learning.learned_rules` on first use.
+        self.learned: Any = None
         self._flusher: Any = None
         self._flush_scheduled = False
         self.closed = False

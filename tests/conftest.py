@@ -63,9 +63,11 @@ def site() -> Iterator[Site]:
 def fresh_site(site: Site) -> Iterator[Site]:
     """The session's site with an empty route table and log."""
     site.routes.clear()
+    site.handler = None
     site.reset()
     yield site
     site.routes.clear()
+    site.handler = None
     site.reset()
 
 

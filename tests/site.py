@@ -87,6 +87,8 @@ class Site:
 
     def __init__(self, routes: dict[str, Route] | None = None) -> None:
         self.routes: dict[str, Route] = dict(routes or {})
+        #: Answers every request when set: (Host header, path, query) -> Reply or None (404).
+        self.handler: Callable[[str, str, str], Reply | None] | None = None
         self.log: list[tuple[str, str]] = []  # (Host header, path?query)
         self._lock = threading.Lock()
         site = self
@@ -135,8 +137,12 @@ class Site:
         with self._lock:
             self.log.append((handler.headers.get("Host", ""), handler.path))
         parts = urlsplit(handler.path)
-        route = self.routes.get(parts.path)
-        reply = route(parts.query) if route else Reply(404, "not found")
+        if self.handler is not None:
+            host = handler.headers.get("Host", "").rpartition(":")[0]
+            reply = self.handler(host, parts.path, parts.query) or Reply(404, "not found")
+        else:
+            route = self.routes.get(parts.path)
+            reply = route(parts.query) if route else Reply(404, "not found")
         body = reply.body.replace("{port}", str(self.port)).encode("utf-8")
         if reply.gzip:
             body = gzip.compress(body)

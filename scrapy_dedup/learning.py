@@ -1,0 +1,172 @@
+"""Learned URL rules in a crawl (``DEDUP_LEARN``): the Scrapy glue around
+:class:`scrapy_dedup.learn.Learner`.
+
+Every fetched 2xx page is evidence (its canonical URL and the digest of the
+visible text of its main region). New requests that adopted rules make copies
+of a fetched page are not fetched: the dupefilter filters them when they are
+scheduled, and :class:`LearnedRulesMiddleware` drops those that became copies
+while they waited in the queue (a page of their class was fetched meanwhile).
+Every such request is kept; when a rule fails, the requests it skipped are
+scheduled again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
+from scrapy.http import TextResponse
+
+from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.learn import Learner, Skip, body_digest, page_digest
+from scrapy_dedup.state import CrawlState
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+__all__ = ["LearnedRules", "LearnedRulesMiddleware", "learned_rules"]
+
+logger = logging.getLogger(__name__)
+
+
+def learned_rules(state: CrawlState) -> LearnedRules | None:
+    """The crawl's learned rules (made on first use), or ``None`` without
+    ``DEDUP_LEARN``."""
+    if not state.config.learn:
+        return None
+    if state.learned is None:
+        state.learned = LearnedRules(state.crawler, state)
+    learned: LearnedRules = state.learned
+    return learned
+
+
+class LearnedRules:
+    """The learned rules of one crawl (``CrawlState.learned``)."""
+
+    def __init__(self, crawler: Crawler, state: CrawlState) -> None:
+        config = state.config
+        self.crawler = crawler
+        self.canonicalizer = state.canonicalizer
+        self.debug = config.debug or crawler.settings.getbool("DUPEFILTER_DEBUG")
+        self._stats = StatsBuffer(crawler.stats)
+        self.learner = Learner(
+            min_support=config.learn_min_support,
+            sample=config.learn_sample,
+            max_kept=config.learn_max_kept,
+            inc=self._stats.inc,
+        )
+        crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
+        crawler.signals.connect(self.response_received, signal=signals.response_received)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
+
+    def skip(self, request: Request, canonical_url: str) -> Skip | None:
+        """Keep and return the skip when learned rules make ``request`` a copy."""
+        meta = request.meta
+        if request.method != "GET" or request.body or "dedup_learn" in meta:
+            return None
+        skip = self.learner.check(canonical_url)
+        if skip is None:
+            return None
+        if skip.sample:  # fetched, to check the rules (and not checked again)
+            meta["dedup_learn"] = "sample"
+            return None
+        self.learner.keep(skip, request)
+        return skip
+
+    def response_received(self, response: Response, request: Request) -> None:
+        """A fetched page is evidence for (or against) learned rules."""
+        if not 200 <= response.status < 300 or request.method != "GET":
+            return
+        if isinstance(response, TextResponse):
+            try:
+                digest, length = page_digest(response.text)
+            except (UnicodeError, ValueError):
+                return
+        else:
+            digest, length = body_digest(response.body)
+        url = self.canonicalizer.canonicalize(response.url)
+        released = self.learner.observe(url, digest, length)
+        if released:
+            self._stats.inc("dedup/learn/refetched", len(released))
+            self._fetch_again(released, "the learned rule that skipped it failed")
+
+    def _fetch_again(self, requests: list[Any], why: str) -> None:
+        engine = self.crawler.engine
+        for request in requests:
+            if self.debug:
+                logger.debug("Fetching %s: %s", request, why)
+            meta = {**request.meta, "dedup_learn": why}
+            if engine is not None:
+                engine.crawl(request.replace(dont_filter=True, meta=meta))
+
+    def spider_idle(self) -> None:
+        """Before the crawl ends, a last sample of what the rules skipped is
+        fetched; what it contradicts is fetched too (then the crawl ends)."""
+        audited = self.learner.audit()
+        if audited:
+            self._fetch_again(audited, "a last check of a learned rule")
+            raise DontCloseSpider
+
+    def spider_closed(self) -> None:
+        self._stats.stop()
+        stats = self.crawler.stats
+        adopted = 0
+        for rule in self.learner.rules():
+            if rule.state == "candidate" and not rule.skipped:
+                continue
+            adopted += rule.state == "adopted"
+            logger.info(
+                "Learned URL rule %s: %s; %d pages confirmed it, %d requests skipped, "
+                "%d pages checked%s",
+                rule.name,
+                rule.state,
+                rule.support,
+                rule.skipped,
+                rule.verified,
+                f"; not under /{'/, /'.join(sorted(rule.excluded))}/" if rule.excluded else "",
+            )
+            stats.set_value(f"dedup/learn/rule/{rule.name}/skipped", rule.skipped)
+        stats.set_value("dedup/learn/rules", adopted)
+
+
+class LearnedRulesMiddleware:
+    """Downloader middleware (the add-on enables it at 50): a request that
+    learned rules made a copy of a page fetched while it waited in the queue
+    is dropped (``IgnoreRequest``) and kept, like one the dupefilter filtered.
+    Only active with ``DEDUP_LEARN``."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        state = CrawlState.of(crawler)
+        learned = learned_rules(state)
+        if learned is None:
+            raise NotConfigured  # DEDUP_LEARN is off: the normal case, nothing to say
+        self.learned = learned
+        self.keys = state.keys
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def process_request(self, request: Request) -> Any:
+        meta = request.meta
+        if request.dont_filter or meta.get("is_start_request") or meta.get("dedup_restored"):
+            return None
+        skip = self.learned.skip(request, self.keys.of(request).url)
+        if skip is None:
+            return None
+        self.stats.inc_value("dedup/url/filtered/learned")
+        if self.learned.debug:
+            logger.debug(
+                "Not fetching %s: a copy of %s by learned URL rule %s",
+                request,
+                skip.copy_of,
+                " and ".join(rule.name for rule in skip.rules),
+            )
+        raise IgnoreRequest(f"a copy of {skip.copy_of} by a learned URL rule")
