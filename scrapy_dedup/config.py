@@ -69,6 +69,8 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_LEARN_MIN_SUPPORT": 3,  # pages confirming a rule before it skips anything
     "DEDUP_LEARN_SAMPLE": 0.05,  # share of the URLs a rule would skip fetched to check it
     "DEDUP_LEARN_MAX_KEPT": 100_000,  # skipped requests kept to fetch if a rule fails
+    "DEDUP_LEARN_RULES": None,  # a JSON file: rules read at start, written at the end
+    "DEDUP_LEARN_FROZEN": False,  # learn no new rule: only those of DEDUP_LEARN_RULES
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
 }
@@ -260,6 +262,8 @@ class DedupConfig:
     learn_min_support: int = 3
     learn_sample: float = 0.05
     learn_max_kept: int = 100_000
+    learn_rules: str | None = None
+    learn_frozen: bool = False
     # Logging
     debug: bool = False
 
@@ -302,6 +306,8 @@ class DedupConfig:
             learn_min_support=r.number("DEDUP_LEARN_MIN_SUPPORT", int, 1),
             learn_sample=r.number("DEDUP_LEARN_SAMPLE", float, 0.0, 1.0),
             learn_max_kept=r.number("DEDUP_LEARN_MAX_KEPT", int, 0),
+            learn_rules=r.optional_text("DEDUP_LEARN_RULES"),
+            learn_frozen=r.flag("DEDUP_LEARN_FROZEN"),
             debug=r.flag("DEDUP_DEBUG"),
         )
         config.canonicalizer()  # host rules are checked by building one

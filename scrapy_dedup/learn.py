@@ -137,22 +137,21 @@ def _ignore(stat: str, count: int) -> None:
 class _Parts(NamedTuple):
     base: str  # scheme://host[:port]
     host: str
+    # The path split on "/", as it is: "/a/" is ("a", ""), "//a" is ("", "a").
     segments: tuple[str, ...]
-    trailing: bool  # the path ends with "/" after its segments
     query: str
+    fragment: str = ""
 
     @property
     def url(self) -> str:
-        return _join(self.base, self.segments, self.trailing, self.query)
+        url = f"{self.base}/{'/'.join(self.segments)}"
+        if self.query:
+            url += f"?{self.query}"
+        return f"{url}#{self.fragment}" if self.fragment else url
 
     @property
     def first(self) -> str:
         return self.segments[0] if self.segments else ""
-
-
-def _join(base: str, segments: tuple[str, ...], trailing: bool, query: str) -> str:
-    path = "/" + "/".join(segments) + ("/" if trailing and segments else "")
-    return f"{base}{path}?{query}" if query else f"{base}{path}"
 
 
 def _split(url: str) -> _Parts | None:
@@ -163,10 +162,13 @@ def _split(url: str) -> _Parts | None:
     if not parts.netloc:
         return None
     path = parts.path
-    trailing = path.endswith("/") and path != "/"
-    segments = tuple(s for s in path.strip("/").split("/")) if path.strip("/") else ()
+    segments = tuple(path[1:].split("/")) if path not in ("", "/") else ()
     return _Parts(
-        f"{parts.scheme}://{parts.netloc}", parts.hostname or "", segments, trailing, parts.query
+        f"{parts.scheme}://{parts.netloc}",
+        parts.hostname or "",
+        segments,
+        parts.query,
+        parts.fragment,
     )
 
 
@@ -274,7 +276,15 @@ class Skip(NamedTuple):
     rules: tuple[Rule, ...]
     copy_of: str  # the fetched page in the same class
     first: str  # the first path segment of the request's URL
+    url: str  # the request's canonical URL
     sample: bool = False  # picked to be fetched anyway, to check the rules
+
+
+class _Kept(NamedTuple):
+    request: Any
+    first: str
+    rules: tuple[Rule, ...]
+    url: str
 
 
 class _Page(NamedTuple):
@@ -293,8 +303,8 @@ class _Host:
     by_text: dict[int, list[str]] = field(default_factory=dict)  # digest -> first URLs
     # class URL key under every adopted rule -> its first fetched page
     copies: dict[int, _Page] = field(default_factory=dict)
-    kept: list[tuple[Any, str, tuple[Rule, ...]]] = field(default_factory=list)
-    checks: int = 0
+    kept: list[_Kept] = field(default_factory=list)
+    credit: float = 1.0  # of the sample: the first check is fetched
 
 
 class Learner:
@@ -311,13 +321,16 @@ class Learner:
         min_support: int = 3,
         sample: float = 0.05,
         max_kept: int = 100_000,
+        frozen: bool = False,
         inc: Callable[[str, int], None] | None = None,
     ) -> None:
         if min_support < 1:
             raise ValueError("min_support must be at least 1")
         self.min_support = min_support
-        self.period = round(1 / sample) if sample > 0 else 0
+        self.sample = sample
         self.max_kept = max_kept
+        #: Learn no new rule: the loaded ones apply (and can still fail).
+        self.frozen = frozen
         self.inc: Callable[[str, int], None] = inc or _ignore
         self.hosts: dict[str, _Host] = {}
         self.kept = 0
@@ -325,11 +338,64 @@ class Learner:
         self._contradictions = 0
         self._audits = 0
         self._audited_at = 0
+        self._released: list[Any] = []  # by contradictions, until observe returns them
 
     # -- what the crawl asks --
 
     def rules(self) -> list[Rule]:
         return [rule for host in self.hosts.values() for rule in host.rules.values()]
+
+    # -- rules as a file a user can read and edit --
+
+    def export(self) -> dict[str, Any]:
+        """The adopted and revoked rules, as JSON-ready data (see :meth:`load`)."""
+        hosts: dict[str, list[dict[str, Any]]] = {}
+        for name, host in sorted(self.hosts.items()):
+            for rule in host.rules.values():
+                if rule.state == CANDIDATE:
+                    continue
+                entry = _rule_spec(rule)
+                if rule.state == REVOKED:
+                    entry["revoked"] = True
+                entry["not_under"] = sorted(f"/{first}" for first in rule.excluded)
+                entry["confirmed_under"] = sorted(f"/{first}" for first in rule.seen_in)
+                entry["pages_confirming"] = rule.support
+                entry["pages_checked"] = rule.verified
+                entry["requests_skipped"] = rule.skipped
+                entry["examples"] = [list(pair) for pair in rule.examples[:3]]
+                if rule.counterexamples:
+                    entry["counterexamples"] = [list(pair) for pair in rule.counterexamples[:3]]
+                hosts.setdefault(name, []).append(entry)
+        return {"version": 1, "hosts": hosts}
+
+    def load(self, data: dict[str, Any]) -> int:
+        """Take the rules of :meth:`export`'s data (edited or not): adopted
+        ones apply from the start (and are still checked), revoked ones are
+        never proposed again. ``ValueError`` naming what is wrong. Returns how
+        many rules were loaded."""
+        if not isinstance(data, dict) or data.get("version") != 1:
+            raise ValueError('not a rules file: expected {"version": 1, "hosts": {...}}')
+        loaded = 0
+        for host_name, entries in dict(data.get("hosts") or {}).items():
+            host = self.hosts.setdefault(str(host_name).lower(), _Host())
+            for entry in entries:
+                kind, old, new = _parse_spec(entry)
+                rule = Rule(str(host_name).lower(), kind, old, new)
+                rule.excluded = {_first(p) for p in entry.get("not_under", ())}
+                rule.seen_in = {_first(p) for p in entry.get("confirmed_under", ())}
+                rule.support = int(entry.get("pages_confirming", 0))
+                rule.verified = int(entry.get("pages_checked", 0))
+                host.rules[(kind, old, new)] = rule
+                if entry.get("revoked"):
+                    rule.state = REVOKED
+                else:
+                    self._adoptions += 1
+                    rule.adopted_at = self._adoptions
+                    rule.state = ADOPTED
+                    host.adopted.append(rule)
+                    host.adopted.sort(key=lambda r: (r.kind != PARAM, r.kind, r.old))
+                loaded += 1
+        return loaded
 
     def check(self, url: str) -> Skip | None:
         """A :class:`Skip` when adopted rules make ``url`` a copy of a fetched
@@ -348,23 +414,30 @@ class Learner:
         if copy is None:
             return None
         first = parts.first
-        host.checks += 1
-        if any(first not in rule.seen_in for rule in used) or (
-            self.period and host.checks % self.period == 1 % self.period
-        ):
+        if any(_where(rule, first) not in rule.seen_in for rule in used) or self._sampled(host):
             # Fetched: a rule skips in a part of the site (first path segment)
-            # only once a page there confirmed it; then one in every `period`.
+            # only once a page there confirmed it; then one in 1 / sample.
             self.inc("dedup/learn/sampled", 1)
-            return Skip(used, copy.url, first, sample=True)
+            return Skip(used, copy.url, first, url, sample=True)
         if self.kept >= self.max_kept:
             self.inc("dedup/learn/kept_full", 1)
             return None
-        return Skip(used, copy.url, first)
+        return Skip(used, copy.url, first, url)
+
+    def _sampled(self, host: _Host) -> bool:
+        """Whether this check is one of the sample (the first, then one in 1 / sample)."""
+        if not self.sample:
+            return False
+        host.credit += self.sample
+        if host.credit >= 1.0:
+            host.credit -= 1.0
+            return True
+        return False
 
     def keep(self, skip: Skip, request: Any) -> None:
         """Keep a request skipped by ``skip``, to hand back if a rule fails."""
         host = self.hosts[skip.rules[0].host]
-        host.kept.append((request, skip.first, skip.rules))
+        host.kept.append(_Kept(request, skip.first, skip.rules, skip.url))
         self.kept += 1
         for rule in skip.rules:
             rule.skipped += 1
@@ -372,24 +445,24 @@ class Learner:
 
     def audit(self) -> list[Any]:
         """Kept requests to fetch as a last check before the crawl ends: one
-        in twice ``period`` of each group skipped by the same rules in the same
-        part of the site, and at least one of each. Up to three rounds, a new
-        one only after a round that contradicted a rule."""
+        in twice ``1 / sample`` of each group skipped by the same rules in the
+        same part of the site, and at least one of each. Up to three rounds, a
+        new one only after a round that contradicted a rule."""
         if self._audits >= 3 or (self._audits and self._contradictions == self._audited_at):
             return []
         self._audits += 1
         self._audited_at = self._contradictions
-        period = 2 * (self.period or 10)
+        period = 2 * round(1 / self.sample) if self.sample else 20
         picked: list[Any] = []
         for host in self.hosts.values():
             groups: dict[tuple[str, tuple[Rule, ...]], int] = {}
             kept = []
             for entry in host.kept:
-                group = (entry[1], entry[2])
+                group = (entry.first, entry.rules)
                 seen = groups.get(group, 0)
                 groups[group] = seen + 1
                 if seen % period == 0:
-                    picked.append(entry[0])
+                    picked.append(entry.request)
                 else:
                     kept.append(entry)
             host.kept = kept
@@ -400,7 +473,7 @@ class Learner:
 
     def observe(self, url: str, digest: int, length: int) -> list[Any]:
         """Record a fetched page (its canonical URL, its visible text's digest
-        and length); the kept requests a contradiction releases."""
+        and length); the kept requests a contradiction released."""
         parts = _split(url)
         if parts is None:
             return []
@@ -410,13 +483,12 @@ class Learner:
             return []
         host.pages.add(page)
         enough = length >= MIN_TEXT
-        released: list[Any] = []
         based, used = self._apply(host, parts)
         if host.adopted:
-            released += self._check_copies(host, parts, based, _Page(digest, url, enough, used))
+            self._check_copies(host, parts, based, _Page(digest, url, enough, used))
         for rule in list(host.rules.values()):
             if rule.state == CANDIDATE:
-                released += self._evidence(host, rule, parts, based, digest, enough)
+                self._evidence(host, rule, parts, based, digest, enough)
         if len(host.history) < _HISTORY:
             host.history.append((url, digest, enough))
         if enough:
@@ -425,6 +497,7 @@ class Learner:
                 self._propose(host, other, url)
             if len(earlier) < _PAIRS_PER_TEXT:
                 earlier.append(url)
+        released, self._released = self._released, []
         return released
 
     # -- evidence --
@@ -437,7 +510,9 @@ class Learner:
         used = []
         first = parts.first
         for rule in host.adopted:
-            if first in rule.excluded or (without is not None and rule.family == without):
+            if _where(rule, first) in rule.excluded or (
+                without is not None and rule.family == without
+            ):
                 continue
             rewritten = rule.rewrite(parts)
             if rewritten is not None:
@@ -445,25 +520,26 @@ class Learner:
                 used.append(rule)
         return parts, tuple(used)
 
-    def _check_copies(self, host: _Host, parts: _Parts, based: _Parts, page: _Page) -> list[Any]:
+    def _check_copies(self, host: _Host, parts: _Parts, based: _Parts, page: _Page) -> None:
         """Adopted rules checked against the page of their class fetched first."""
         cls = _key(based.url)
         first = host.copies.get(cls)
         if first is None:
-            host.copies[cls] = page
-            return []
-        rules = dict.fromkeys(first.used + page.used)
+            if page.enough:  # a short page (an error, "busy") never stands for a class
+                host.copies[cls] = page
+            return
         if first.digest == page.digest:
-            for rule in rules:
-                rule.verified += 1
-                rule.seen_in.add(parts.first)
-            self.inc("dedup/learn/verified", 1)
-            return []
-        return self._blame(host, parts, first.url)
+            if page.enough:
+                for rule in dict.fromkeys(first.used + page.used):
+                    rule.verified += 1
+                    rule.seen_in.add(_where(rule, parts.first))
+                self.inc("dedup/learn/verified", 1)
+            return
+        self._blame(host, parts, first.url)
 
     def _blame(
         self, host: _Host, parts: _Parts, earlier_url: str, candidate: Rule | None = None
-    ) -> list[Any]:
+    ) -> None:
         """Two pages with different texts in one class: blame, of the rule
         families (one parameter's rules, one path kind's under one segment)
         without which they would not be one class, the one with the least
@@ -477,6 +553,8 @@ class Learner:
                 families[rule.family].append(rule)
         if candidate is not None:
             families.setdefault(candidate.family, []).append(candidate)
+        if not families:
+            return
 
         def merged(without: tuple[str, str]) -> bool:
             a, b = self._apply(host, parts, without)[0], self._apply(host, earlier, without)[0]
@@ -496,6 +574,8 @@ class Learner:
             needed = [
                 family for family in needed if candidate is None or family != candidate.family
             ]
+            if not needed:
+                return
             weakest = min(evidence(family) for family in needed)
             needed = [family for family in needed if evidence(family) == weakest]
             # Of equals, the one adopted last.
@@ -505,7 +585,6 @@ class Learner:
                 for family in needed
                 if any(rule.adopted_at == newest for rule in families[family])
             ]
-        released: list[Any] = []
         for family in needed:
             # The whole family: ?lang=de goes with ?lang.
             blamed = (
@@ -521,12 +600,11 @@ class Learner:
                 # Excluded where it changed a URL: under the first segment of
                 # the page it rewrote.
                 where = parts if rule.rewrite(parts) or not rule.rewrite(earlier) else earlier
-                released += self._contradict(host, rule, parts.url, earlier_url, where.first)
-        return released
+                self._contradict(host, rule, parts.url, earlier_url, where.first)
 
     def _evidence(
         self, host: _Host, rule: Rule, parts: _Parts, based: _Parts, digest: int, enough: bool
-    ) -> list[Any]:
+    ) -> None:
         """A candidate rule checked against the page of its class fetched first."""
         rewritten = rule.rewrite(based)
         cls = _key((rewritten or based).url)
@@ -535,14 +613,14 @@ class Learner:
         if known is None:
             if len(rule.classes) < _CLASSES:
                 rule.classes[cls] = (digest, url, enough, rewritten is not None)
-            return []
+            return
         if known[1] == url or not (known[3] or rewritten is not None):
-            return []  # the adopted rules alone made them one class: not this rule's doing
+            return  # the adopted rules alone made them one class: not this rule's doing
         if known[0] == digest:
             if enough and known[2]:
                 self._support(host, rule, cls, known[1], url, parts.first)
-            return []
-        return self._blame(host, parts, known[1], candidate=rule)
+            return
+        self._blame(host, parts, known[1], candidate=rule)
 
     def _support(
         self, host: _Host, rule: Rule, cls: int, earlier: str, url: str, first: str
@@ -552,6 +630,7 @@ class Learner:
             return
         rule.confirmed.add(cls)
         rule.support += 1
+        first = _where(rule, first)
         rule.seen_in.add(first)
         rule.support_by[first] = rule.support_by.get(first, 0) + 1
         if len(rule.examples) < 8:
@@ -564,22 +643,22 @@ class Learner:
         support = sum(n for first, n in rule.support_by.items() if first not in rule.excluded)
         return support >= self.min_support and len(rule.excluded) < 2
 
-    def _contradict(
-        self, host: _Host, rule: Rule, url: str, earlier: str, first: str
-    ) -> list[Any]:
+    def _contradict(self, host: _Host, rule: Rule, url: str, earlier: str, first: str) -> None:
+        first = _where(rule, first)
         if len(rule.counterexamples) < 8:
             rule.counterexamples.append((earlier, url))
         if first in rule.excluded:
-            return []
+            return
         rule.excluded.add(first)
         rule.seen_in.discard(first)
         self._contradictions += 1
         self.inc("dedup/learn/contradicted", 1)
         was_adopted = rule.state == ADOPTED
-        if len(rule.excluded) >= 2:
+        # A case rule covers one segment: failing there is failing.
+        if len(rule.excluded) >= 2 or rule.kind == CASE:
             rule.state = REVOKED
         if not was_adopted:
-            return []
+            return
         if rule.state == REVOKED:
             host.adopted.remove(rule)
             self.inc("dedup/learn/revoked", 1)
@@ -598,20 +677,24 @@ class Learner:
                 earlier,
                 url,
             )
-        released = []
-        kept = []
-        for entry in host.kept:
-            request, segment, rules = entry
-            if rule in rules and (rule.state == REVOKED or segment == first):
-                released.append(request)
-            else:
-                kept.append(entry)
-        host.kept = kept
-        self.kept -= len(released)
-        if released:
-            self.inc("dedup/learn/released", len(released))
+        self._release(
+            host,
+            lambda entry: (
+                rule in entry.rules
+                and (rule.state == REVOKED or _where(rule, entry.first) == first)
+            ),
+        )
         self._rebuild(host)
-        return released
+
+    def _release(self, host: _Host, which: Callable[[_Kept], bool]) -> None:
+        """Hand back the kept requests ``which`` picks (``observe`` returns them)."""
+        released = [entry.request for entry in host.kept if which(entry)]
+        if not released:
+            return
+        host.kept = [entry for entry in host.kept if not which(entry)]
+        self.kept -= len(released)
+        self._released += released
+        self.inc("dedup/learn/released", len(released))
 
     def _adopt(self, host: _Host, rule: Rule) -> None:
         self._adoptions += 1
@@ -632,7 +715,8 @@ class Learner:
 
     def _rebuild(self, host: _Host) -> None:
         """Classes again from the pages fetched so far, under the adopted rules
-        as they are now: the copies, and the candidates' evidence."""
+        as they are now: the copies, and the candidates' evidence; then every
+        kept request whose class no longer holds a fetched page is handed back."""
         host.copies = {}
         candidates = [rule for rule in host.rules.values() if rule.state == CANDIDATE]
         for rule in candidates:
@@ -643,17 +727,25 @@ class Learner:
             if parts is None:
                 continue
             based, used = self._apply(host, parts)
-            if host.adopted:
+            if host.adopted and enough:
                 host.copies.setdefault(_key(based.url), _Page(digest, url, enough, used))
             for rule in candidates:
                 if rule.state == CANDIDATE:  # (one may be adopted meanwhile)
                     self._evidence(host, rule, parts, based, digest, enough)
+        self._release(host, lambda entry: not self._still_a_copy(host, entry))
+
+    def _still_a_copy(self, host: _Host, entry: _Kept) -> bool:
+        parts = _split(entry.url)
+        if parts is None:
+            return False
+        based, used = self._apply(host, parts)
+        return bool(used) and _key(based.url) in host.copies
 
     # -- proposals --
 
     def _propose(self, host: _Host, a_url: str, b_url: str) -> None:
         a, b = _split(a_url), _split(b_url)
-        if a is None or b is None or a.base != b.base:
+        if self.frozen or a is None or b is None or a.base != b.base:
             return
         # What adopted rules explain already is not a difference any more.
         a, b = self._apply(host, a)[0], self._apply(host, b)[0]
@@ -670,10 +762,60 @@ class Learner:
                     self._evidence(host, rule, parts, based, digest, enough)
 
 
+def _where(rule: Rule, first: str) -> str:
+    """The part of the site a rule's evidence and exclusions are kept for:
+    the first path segment (a case rule's, lowercased)."""
+    return first.lower() if rule.kind == CASE else first
+
+
+def _first(path: str) -> str:
+    return str(path).strip("/").split("/")[0]
+
+
+def _path(segments: tuple[str, ...]) -> str:
+    return "/" + "/".join(segments) if segments else ""
+
+
+def _segments(path: Any) -> tuple[str, ...]:
+    text = str(path).strip("/")
+    return tuple(text.split("/")) if text else ()
+
+
+def _rule_spec(rule: Rule) -> dict[str, Any]:
+    if rule.kind == PARAM:
+        spec = {"rule": PARAM, "name": rule.old[0]}
+        if len(rule.old) > 1:
+            spec["value"] = rule.old[1]
+        return spec
+    if rule.kind == CASE:
+        return {"rule": CASE, "under": f"/{rule.old[0]}"}
+    return {"rule": rule.kind, "from": _path(rule.old), "to": _path(rule.new)}
+
+
+def _parse_spec(entry: Any) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    if not isinstance(entry, dict):
+        raise ValueError(f"a rule is an object, not {entry!r}")
+    kind = entry.get("rule")
+    if kind == PARAM and isinstance(entry.get("name"), str) and entry["name"]:
+        value = entry.get("value")
+        return PARAM, (entry["name"],) if value is None else (entry["name"], str(value)), ()
+    if kind == CASE and _segments(entry.get("under", "")):
+        return CASE, (_segments(entry["under"])[0].lower(),), ()
+    if kind in (PREFIX, SUFFIX) and _segments(entry.get("from", "")):
+        return kind, _segments(entry["from"]), _segments(entry.get("to", ""))
+    raise ValueError(
+        f"unknown rule {entry!r}: expected "
+        '{"rule": "param", "name": ...[, "value": ...]}, {"rule": "prefix" or "suffix", '
+        '"from": "/a/b", "to": "/c"} or {"rule": "case", "under": "/help"}'
+    )
+
+
 def _explanations(a: _Parts, b: _Parts) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
     """The rules that would make URLs ``a`` and ``b`` one."""
     found: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
-    if a.segments == b.segments and a.trailing == b.trailing:
+    if a.fragment != b.fragment:
+        return found
+    if a.segments == b.segments:
         pa, pb = _params(a.query), _params(b.query)
         names = {n for n, _ in pa} | {n for n, _ in pb}
         differing = [
@@ -690,7 +832,7 @@ def _explanations(a: _Parts, b: _Parts) -> list[tuple[str, tuple[str, ...], tupl
             if len(values) == 1 and present == 1 and _WORD.fullmatch(next(iter(values))):
                 found.append((PARAM, (name, values.pop()), ()))
         return found
-    if a.query != b.query or a.trailing != b.trailing:
+    if a.query != b.query:
         return found
     sa, sb = a.segments, b.segments
     if sa and [s.lower() for s in sa] == [s.lower() for s in sb]:

@@ -12,8 +12,11 @@ scheduled again.
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
@@ -58,23 +61,56 @@ class LearnedRules:
             min_support=config.learn_min_support,
             sample=config.learn_sample,
             max_kept=config.learn_max_kept,
+            frozen=config.learn_frozen,
             inc=self._stats.inc,
         )
+        # Requests picked to check the rules: fetched whatever the middleware
+        # finds later (a set of the objects: a meta key would pass to every
+        # request built with meta=response.meta).
+        self._checking: WeakSet[Request] = WeakSet()
+        self.rules_file = Path(config.learn_rules) if config.learn_rules else None
+        if self.rules_file is not None and self.rules_file.exists():
+            self._load(self.rules_file)
         crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
         crawler.signals.connect(self.response_received, signal=signals.response_received)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
 
+    def _load(self, path: Path) -> None:
+        try:
+            count = self.learner.load(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            # Like a wrong setting: the crawl does not start, and says why.
+            raise ValueError(f"DEDUP_LEARN_RULES={str(path)!r}: cannot read it: {exc}") from exc
+        logger.info(
+            "Loaded %d learned URL rules from %s%s",
+            count,
+            path,
+            " (frozen: no new rule is learned)" if self.learner.frozen else "",
+        )
+
+    def _save(self, path: Path) -> None:
+        data = self.learner.export()
+        temporary = path.with_name(f".{path.name}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            temporary.replace(path)
+        except OSError as exc:
+            logger.error("Cannot write the learned URL rules to %s: %s", path, exc)
+            return
+        count = sum(len(rules) for rules in data["hosts"].values())
+        logger.info("Wrote %d learned URL rules to %s", count, path)
+
     def skip(self, request: Request, canonical_url: str) -> Skip | None:
         """Keep and return the skip when learned rules make ``request`` a copy."""
-        meta = request.meta
-        if request.method != "GET" or request.body or "dedup_learn" in meta:
+        if request.method != "GET" or request.body or request in self._checking:
             return None
         skip = self.learner.check(canonical_url)
         if skip is None:
             return None
         if skip.sample:  # fetched, to check the rules (and not checked again)
-            meta["dedup_learn"] = "sample"
+            self._checking.add(request)
             return None
         self.learner.keep(skip, request)
         return skip
@@ -101,9 +137,8 @@ class LearnedRules:
         for request in requests:
             if self.debug:
                 logger.debug("Fetching %s: %s", request, why)
-            meta = {**request.meta, "dedup_learn": why}
             if engine is not None:
-                engine.crawl(request.replace(dont_filter=True, meta=meta))
+                engine.crawl(request.replace(dont_filter=True))
 
     def spider_idle(self) -> None:
         """Before the crawl ends, a last sample of what the rules skipped is
@@ -115,6 +150,8 @@ class LearnedRules:
 
     def spider_closed(self) -> None:
         self._stats.stop()
+        if self.rules_file is not None and not self.learner.frozen:
+            self._save(self.rules_file)
         stats = self.crawler.stats
         adopted = 0
         for rule in self.learner.rules():
@@ -148,6 +185,7 @@ class LearnedRulesMiddleware:
             raise NotConfigured  # DEDUP_LEARN is off: the normal case, nothing to say
         self.learned = learned
         self.keys = state.keys
+        self.state = state
         self.stats = crawler.stats
 
     @classmethod
@@ -158,9 +196,13 @@ class LearnedRulesMiddleware:
         meta = request.meta
         if request.dont_filter or meta.get("is_start_request") or meta.get("dedup_restored"):
             return None
-        skip = self.learned.skip(request, self.keys.of(request).url)
+        key = self.keys.of(request)
+        skip = self.learned.skip(request, key.url)
         if skip is None:
             return None
+        # Its frontier row (a store that outlives the run) stays: a later run
+        # fetches it, whatever becomes of the rule.
+        self.state.unsent.pop(key.key, None)
         self.stats.inc_value("dedup/url/filtered/learned")
         if self.learned.debug:
             logger.debug(

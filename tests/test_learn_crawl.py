@@ -4,6 +4,8 @@ same kind of difference matters."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -114,3 +116,85 @@ async def test_a_rule_that_fails_late_gives_back_what_it_skipped(fresh_site: Sit
     assert stats["dedup/learn/rule/shop.test: ?edition does not matter/skipped"] >= 1
     assert stats["dedup/learn/contradicted"] >= 1
     assert stats["dedup/learn/refetched"] == stats["dedup/learn/released"] >= 1
+
+
+@deferred_f_from_coro_f
+async def test_rules_file_carries_rules_to_the_next_crawl(
+    messy: tuple[Site, MessySite], tmp_path: Any
+) -> None:
+    site, model = messy
+    real, _ = model.reachable([f"http://{host}/" for host in HOSTS])
+    path = tmp_path / "rules.json"
+    settings = {"DEDUP_LEARN": True, "DEDUP_LEARN_RULES": str(path)}
+    first = await _crawl(site, settings)
+    first_fetches = len(site.log)
+    data = json.loads(path.read_text())
+    shop = {json.dumps(r, sort_keys=True) for r in data["hosts"]["shop.test"]}
+    sid = [r for r in data["hosts"]["shop.test"] if r.get("name") == "sid" and "value" not in r]
+    assert sid and sid[0]["confirmed_under"] and not sid[0].get("revoked")
+    assert len(shop) >= 4 and "wiki.test" not in data["hosts"]
+
+    # The next crawl starts with them: fewer fetches, nothing lost.
+    second = await _crawl(site, settings)
+    fetched = _fetched(site, model)
+    assert not real - set(fetched)
+    assert len(fetched) < first_fetches
+    assert second.stats.get("dedup/learn/adopted", 0) < first.stats["dedup/learn/adopted"]
+
+    # Frozen, with a rule taken out by hand: nothing new is learned, the
+    # removed difference is fetched again, the rest still skipped.
+    data["hosts"]["shop.test"] = [
+        r
+        for r in data["hosts"]["shop.test"]
+        if not (r["rule"] == "suffix" and r["from"] == "/print")
+    ]
+    path.write_text(json.dumps(data))
+    frozen = await _crawl(site, {**settings, "DEDUP_LEARN_FROZEN": True})
+    fetched = _fetched(site, model)
+    assert not real - set(fetched)
+    assert "dedup/learn/proposed" not in frozen.stats
+    assert "dedup/learn/rule/shop.test: .../print = .../skipped" not in frozen.stats
+    assert frozen.stats["dedup/url/filtered/learned"] > 100
+    assert json.loads(path.read_text()) == data  # frozen: the file is left as it is
+
+
+@deferred_f_from_coro_f
+async def test_an_unreadable_rules_file_stops_the_crawl_with_its_name(
+    messy: tuple[Site, MessySite], tmp_path: Any
+) -> None:
+    site, _ = messy
+    path = tmp_path / "rules.json"
+    path.write_text('{"version": 1, "hosts": {"shop.test": [{"rule": "regex", "from": "x"}]}}')
+    with pytest.raises(ValueError, match=r"DEDUP_LEARN_RULES=.*rules\.json.*unknown rule"):
+        await _crawl(site, {"DEDUP_LEARN": True, "DEDUP_LEARN_RULES": str(path)})
+    assert site.fetched() == []
+
+
+@deferred_f_from_coro_f
+async def test_with_sqlite_what_a_rule_skipped_stays_for_the_next_run(
+    messy: tuple[Site, MessySite], tmp_path: Any
+) -> None:
+    site, model = messy
+    real, _ = model.reachable([f"http://{host}/" for host in HOSTS])
+    settings = {"DEDUP_LEARN": True, "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
+    first = await _crawl(site, settings)
+    assert not real - set(_fetched(site, model))
+    stats = first.stats
+    skipped = stats["dedup/learn/skipped"] - stats.get("dedup/learn/released", 0)
+    skipped -= stats.get("dedup/learn/audited", 0)
+    assert skipped > 300
+    assert "dedup/frontier/refused" not in stats  # skipped rows are not thrown away
+    with sqlite3.connect(tmp_path / "dedup.db") as db:
+        pending = db.execute("SELECT count(*) FROM pending").fetchone()[0]
+    assert pending == skipped
+
+    # The next run fetches them (learned rules are not kept between runs yet):
+    # copies, so no new item; what it skips in turn waits for the run after.
+    second = await _crawl(site, settings)
+    assert second.stats["dedup/frontier/restored"] == skipped
+    assert second.items == []
+    stats = second.stats
+    skipped = stats.get("dedup/learn/skipped", 0) - stats.get("dedup/learn/released", 0)
+    skipped -= stats.get("dedup/learn/audited", 0)
+    with sqlite3.connect(tmp_path / "dedup.db") as db:
+        assert db.execute("SELECT count(*) FROM pending").fetchone()[0] == skipped
