@@ -40,7 +40,15 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-__all__ = ["Learner", "Rule", "Skip", "body_digest", "page_digest", "visible_text"]
+__all__ = [
+    "CanonicalTrust",
+    "Learner",
+    "Rule",
+    "Skip",
+    "body_digest",
+    "page_digest",
+    "visible_text",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -868,3 +876,91 @@ def _explanations(a: _Parts, b: _Parts) -> list[tuple[str, tuple[str, ...], tupl
         if 0 < len(old) <= _MAX_SEGMENTS:
             found.append((SUFFIX, old, new))
     return found
+
+
+# -- rel=canonical declarations, trusted per host once verified ------------------
+
+
+@dataclass
+class _Trust:
+    verified: int = 0  # declarations whose target, fetched, had the declaring page's text
+    revoked: bool = False
+    # key of a declared target's URL -> (declaring page's digest, its URL)
+    declared: dict[int, tuple[int, str]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # targets not fetched on trust
+    credit: float = 1.0
+
+
+class CanonicalTrust:
+    """Whether a host's rel=canonical declarations can be trusted to skip the
+    declared page: only after ``min_support`` declared pages, fetched, turned
+    out to have the declaring page's text; never again after one did not
+    (``/~alice/`` declaring ``/~bob/``, page 2 of a list declaring page 1).
+    One in ``1 / sample`` declared targets is still left to be fetched, to
+    check. ``observe`` returns the targets skipped on trust when a host's
+    trust is revoked, to fetch them after all."""
+
+    def __init__(
+        self,
+        *,
+        min_support: int = 3,
+        sample: float = 0.05,
+        inc: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.min_support = min_support
+        self.sample = sample
+        self.inc: Callable[[str, int], None] = inc or _ignore
+        self.hosts: dict[str, _Trust] = {}
+
+    def declare(self, target: str, digest: int, page: str, fetch: str = "") -> bool:
+        """A page (its URL and visible-text digest) declares canonical URL
+        ``target`` (canonical form; ``fetch``: as declared): whether to skip
+        fetching it."""
+        parts = _split(target)
+        if parts is None:
+            return False
+        trust = self.hosts.setdefault(parts.host, _Trust())
+        if trust.revoked:
+            return False
+        key = _key(target)
+        if len(trust.declared) < _CLASSES:
+            trust.declared.setdefault(key, (digest, page))
+        if trust.verified < self.min_support:
+            return False
+        trust.credit += self.sample
+        if self.sample and trust.credit >= 1.0:  # left to be fetched: a check
+            trust.credit -= 1.0
+            return False
+        trust.skipped.append(fetch or target)
+        return True
+
+    def observe(self, url: str, digest: int) -> list[str]:
+        """A fetched page: if pages declared it canonical, does it have their
+        text? The targets to fetch after all when that revokes its host's trust."""
+        parts = _split(url)
+        trust = self.hosts.get(parts.host) if parts is not None else None
+        if trust is None or trust.revoked:
+            return []
+        declared = trust.declared.pop(_key(url), None)
+        if declared is None:
+            return []
+        if declared[0] == digest:
+            trust.verified += 1
+            self.inc("dedup/learn/canonical/verified", 1)
+            return []
+        trust.revoked = True
+        self.inc("dedup/learn/canonical/revoked", 1)
+        logger.info(
+            "Not trusting the rel=canonical declarations of %s any more: %s declares %s, "
+            "whose text is another",
+            parts.host if parts else url,
+            declared[1],
+            url,
+        )
+        skipped, trust.skipped = trust.skipped, []
+        trust.declared.clear()
+        return skipped
+
+    def trusted(self, host: str) -> bool:
+        trust = self.hosts.get(host)
+        return trust is not None and not trust.revoked and trust.verified >= self.min_support

@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from weakref import WeakSet
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.http import TextResponse
 
 from scrapy_dedup._stats import StatsBuffer
-from scrapy_dedup.learn import Learner, Skip, body_digest, page_digest
+from scrapy_dedup.learn import CanonicalTrust, Learner, Skip, body_digest, page_digest
 from scrapy_dedup.state import CrawlState
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
@@ -64,6 +63,10 @@ class LearnedRules:
             frozen=config.learn_frozen,
             inc=self._stats.inc,
         )
+        self.canonical_trust = CanonicalTrust(
+            min_support=config.learn_min_support, sample=config.learn_sample, inc=self._stats.inc
+        )
+        self._digests: dict[int, tuple[Any, tuple[int, int]]] = {}  # id(response) -> digest
         # Requests picked to check the rules: fetched whatever the middleware
         # finds later (a set of the objects: a meta key would pass to every
         # request built with meta=response.meta).
@@ -115,22 +118,60 @@ class LearnedRules:
         self.learner.keep(skip, request)
         return skip
 
+    def digest(self, response: Response) -> tuple[int, int] | None:
+        """``(digest, length)`` of a response's visible text, computed once."""
+        cached = self._digests.pop(id(response), None)
+        if cached is not None and cached[0] is response:
+            return cached[1]
+        if isinstance(response, TextResponse):
+            try:
+                found = page_digest(response.text)
+            except (UnicodeError, ValueError):
+                return None
+        else:
+            found = body_digest(response.body)
+        if len(self._digests) > 64:  # responses the signal never saw (a middleware dropped them)
+            self._digests.clear()
+        self._digests[id(response)] = (response, found)
+        return found
+
+    def trust_canonical(self, response: Response, target: str) -> bool:
+        """Whether the page may skip the canonical URL it declares: only once
+        its host's declarations were verified (``CanonicalTrust``)."""
+        found = self.digest(response)
+        if found is None:
+            return False
+        canonical = self.canonicalizer.canonicalize
+        trusted = self.canonical_trust.declare(
+            canonical(target), found[0], canonical(response.url), target
+        )
+        self._stats.inc(
+            "dedup/learn/canonical/trusted" if trusted else "dedup/learn/canonical/fetched"
+        )
+        return trusted
+
     def response_received(self, response: Response, request: Request) -> None:
         """A fetched page is evidence for (or against) learned rules."""
         if not 200 <= response.status < 300 or request.method != "GET":
+            self._digests.pop(id(response), None)
             return
-        if isinstance(response, TextResponse):
-            try:
-                digest, length = page_digest(response.text)
-            except (UnicodeError, ValueError):
-                return
-        else:
-            digest, length = body_digest(response.body)
+        found = self.digest(response)
+        if found is None:
+            return
+        digest, length = found
         url = self.canonicalizer.canonicalize(response.url)
         released = self.learner.observe(url, digest, length)
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
             self._fetch_again(released, "the learned rule that skipped it failed")
+        targets = self.canonical_trust.observe(url, digest)
+        if targets:
+            self._stats.inc("dedup/learn/canonical/refetched", len(targets))
+            spider = self.crawler.spider
+            self._fetch_again(
+                [Request(target, callback=getattr(spider, "parse", None)) for target in targets],
+                "its host's rel=canonical declarations are not trusted any more",
+            )
 
     def _fetch_again(self, requests: list[Any], why: str) -> None:
         engine = self.crawler.engine

@@ -15,6 +15,7 @@ from w3lib.encoding import html_body_declared_encoding, http_content_type_encodi
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.html import judge, parse_link_header, read_head, resolve
 from scrapy_dedup.keys import REL_CANONICAL, url_info, url_key
+from scrapy_dedup.learning import learned_rules
 from scrapy_dedup.state import CrawlState
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class RelCanonicalMiddleware:
         self.debug = config.debug
         self.store = state.store
         self.canonicals = state.canonicals
+        self.learned = learned_rules(state)
         state.attach()
         crawler.signals.connect(state.detach, signal=signals.spider_closed)
 
@@ -93,7 +95,9 @@ class RelCanonicalMiddleware:
         if verdict == "apply" and target is not None:
             self._stats.inc("dedup/canonical/applied")
             request.meta["dedup_canonical_url"] = target
-            self._mark_seen(target)
+            # With DEDUP_LEARN, only once the host's declarations proved right.
+            if self.learned is None or self.learned.trust_canonical(response, target):
+                self._mark_seen(target)
         elif verdict == "same":
             self._stats.inc("dedup/canonical/same")
         elif verdict == "ignore":
