@@ -94,9 +94,10 @@ class RelCanonicalMiddleware:
             )
         if verdict == "apply" and target is not None:
             self._stats.inc("dedup/canonical/applied")
-            request.meta["dedup_canonical_url"] = target
-            # With DEDUP_LEARN, only once the host's declarations proved right.
+            # With DEDUP_LEARN, only once the host's declarations proved right
+            # is the declared page taken as fetched (now, and for later runs).
             if self.learned is None or self.learned.trust_canonical(response, target):
+                request.meta["dedup_canonical_url"] = target
                 self._mark_seen(target)
         elif verdict == "same":
             self._stats.inc("dedup/canonical/same")
