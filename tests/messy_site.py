@@ -139,7 +139,17 @@ def _page(title: str, main: str, links: list[str], *, nav: bool = True) -> Reply
 
 
 class MessySite:
-    def __init__(self, products: int = 24, stories: int = 10, *, late_trap: bool = False) -> None:
+    def __init__(
+        self,
+        products: int = 24,
+        stories: int = 10,
+        *,
+        late_trap: bool = False,
+        shop_host: str = "shop.test",
+    ) -> None:
+        #: The shop's host name (127.0.0.1 for a crawl in a subprocess, which
+        #: cannot resolve the .test names).
+        self.shop_host = shop_host
         self.products = [f"{'mug' if i % 2 == 0 else 'shirt'}-{i}" for i in range(products)]
         self.stories = stories
         self.late_trap = late_trap
@@ -150,7 +160,7 @@ class MessySite:
         """The real page ``host``/``path``?``query`` serves (``None``: 404)."""
         params = dict(parse_qsl(query))
         parts = [p for p in path.split("/") if p]
-        if host == "shop.test":
+        if host == self.shop_host:
             if not parts:
                 return "shop:home"
             if parts == ["shop"] or (parts[0] == "shop" and len(parts) == 2):
@@ -254,13 +264,13 @@ class MessySite:
     def _link(self, host: str, path: str, href: str) -> str:
         if host == "wiki.test":
             return href
-        name, size = ("sid", 8) if host == "shop.test" else ("v", 4)
+        name, size = ("sid", 8) if host == self.shop_host else ("v", 4)
         sep = "&" if "?" in href else "?"
         return f"{href}{sep}{name}={_token(host + path + href, size)}"
 
     def _links(self, host: str, page: str) -> list[str]:
         kind, _, rest = page.partition(":")[2].partition(":")
-        if host == "shop.test":
+        if host == self.shop_host:
             if kind == "home":
                 return [f"/shop/{c}" for c in CATEGORIES] + ["/help"]
             if kind == "cat":

@@ -5,7 +5,9 @@ same kind of difference matters."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,6 +20,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 from tests.conftest import CrawlResult, crawl
 from tests.messy_site import MessySite
 from tests.site import Reply, Site
+from tests.test_store_crawls import _worker
 
 ADDON = {"ADDONS": {"scrapy_dedup.DedupAddon": 100}}
 
@@ -261,3 +264,46 @@ async def test_rel_canonical_is_trusted_per_host_once_verified(fresh_site: Site)
     assert stats["dedup/learn/canonical/trusted"] >= 5
     plain_posts = [p for p in fetched if p.startswith("/post/") and "?" not in p]
     assert 3 <= len(plain_posts) < 12
+
+
+def test_kill_9_while_learning_loses_nothing(fresh_site: Site, tmp_path: Any) -> None:
+    # A worker process learning on the shop (at 127.0.0.1: a subprocess cannot
+    # resolve .test names) is killed mid-crawl, once rules skip pages; the
+    # same command then runs to the end. Between them, every real page gives
+    # its item, and nothing the killed run skipped is lost.
+    model = MessySite(products=60, stories=0, shop_host="127.0.0.1")
+    fresh_site.handler = model.reply
+    real, _ = model.reachable([fresh_site.url("/", host="127.0.0.1")])
+    settings = {
+        **ADDON,
+        "DEDUP_LEARN": True,
+        "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db",
+        "CONCURRENT_REQUESTS": 2,
+    }
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+    proc = _worker(settings, start, items)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and len(fresh_site.log) < 150:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the crawl ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    killed_log, _ = proc.communicate(timeout=30)
+    first = _fetched(fresh_site, model)
+    assert len(set(first) - {None}) < len(real)  # killed before the end
+    assert "Learned URL rule" in killed_log  # ...after rules were adopted
+
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, log
+    second = _fetched(fresh_site, model)
+    assert not real - set(first + second), log  # every real page fetched by one run
+    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    pages = {
+        model.page_id(
+            urlsplit(i["url"]).hostname or "", urlsplit(i["url"]).path, urlsplit(i["url"]).query
+        )
+        for i in kept
+    }
+    assert pages == real  # and gave its item
