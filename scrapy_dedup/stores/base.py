@@ -171,6 +171,17 @@ class DedupStore(ABC):
     def done_pending(self, key: int) -> None:
         """The request of ``key`` was processed: its outputs are out."""
 
+    # The evidence of learned URL rules (DEDUP_LEARN): one log per namespace,
+    # in one order for every process, so that the workers of one Redis and the
+    # later runs of one SQLite file replay the same pages and learn the same rules.
+    def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
+        """Append ``records`` to the namespace's evidence log, and return the
+        log's records from position ``start`` on (other processes' and earlier
+        runs' among them, ``records`` included, in the log's order) with the
+        position after them. A store that keeps no log (memory) returns
+        ``records`` and ``start``: the process learns on its own."""
+        return list(records), start
+
     #: Whether the next run is fed every unfinished request of the frontier,
     #: or only the failed ones (after a pause with ``JOBDIR``, Scrapy's own
     #: queue holds the others).

@@ -223,6 +223,13 @@ class GuardedStore(DedupStore):
     def filed(self, key: int) -> list[bytes]:
         return self._guard(self.store.filed, self._local.filed, key)
 
+    def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
+        # While the store is down this process learns on its own, from where
+        # the log was: nothing is lost, only not shared.
+        return self._guard(
+            self.store.exchange_evidence, self._local.exchange_evidence, records, start
+        )
+
     def add_pending(self, key: int, request: str) -> None:
         self._durable(lambda: self.store.add_pending(key, request))
 

@@ -508,6 +508,20 @@ class RedisStore(DedupStore):
     def describe(self) -> str:
         return self._summary
 
+    def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
+        # One list: every worker reads it in the order Redis appended it.
+        # Appending again after a lost reply only repeats records, which the
+        # learner ignores (a page it already has, a declaration it knows).
+        name = f"{self.base}:learn"
+
+        def exchange(pipe: Any) -> None:
+            if records:
+                pipe.rpush(name, *(r.encode("utf-8", "surrogatepass") for r in records))
+            pipe.lrange(name, start, -1)
+
+        found = self._pipe("exchange learned-rule evidence", exchange)[-1]
+        return [r.decode("utf-8", "surrogatepass") for r in found], start + len(found)
+
     def _pending_names(self) -> list[str]:
         return [f"{self.base}:p:{byte:02x}" for byte in range(256)]
 
@@ -843,7 +857,7 @@ class RedisStore(DedupStore):
         patterns = [f"{base}:u:{hex2}{hex2}"]
         if not urls_only:
             patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}{hex2}"]
-            patterns += [f"{base}:p:{hex2}"]
+            patterns += [f"{base}:p:{hex2}", f"{base}:learn"]
             self._adds.clear()
             self._dones.clear()
             self._keeps.clear()

@@ -71,6 +71,8 @@ CREATE TABLE IF NOT EXISTS claims (
     PRIMARY KEY (ns, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS runs (ns INTEGER PRIMARY KEY, clean INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS text_version (ns INTEGER PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS evidence (ns INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS evidence_by_ns ON evidence (ns);
 """
 # What version 2 files lack (kept_at: when a page was kept, for DEDUP_RECRAWL_AFTER;
 # url: its URL, to forget pages by prefix; runs: whether the last run closed).
@@ -81,7 +83,8 @@ _V3_COLUMNS = {
 _APPLICATION_ID = 0x53445550  # "SDUP", in the file header: this file is ours
 # 2: rel=canonical claims in a table of their own (version 1 kept them with the URL keys).
 # 3: when and under which URL a page was kept; whether the last run closed.
-_SCHEMA_VERSION = 3
+# 4: the evidence of learned URL rules (DEDUP_LEARN).
+_SCHEMA_VERSION = 4
 _INSERT = {
     # A page kept again (its DEDUP_RECRAWL_AFTER had passed) gets a new time.
     "urls": "INSERT OR REPLACE INTO urls VALUES (?, ?, ?, ?, ?)",
@@ -90,6 +93,7 @@ _INSERT = {
     "filed": "INSERT INTO filed VALUES (?, ?, ?)",
     "claims": "INSERT OR IGNORE INTO claims VALUES (?, ?, ?)",
     "pending": "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)",
+    "evidence": "INSERT INTO evidence VALUES (?, ?)",
     # Runs after the inserts of its batch: a request is done after it was scheduled.
     "done": "DELETE FROM pending WHERE ns = ? AND key = ?",
     "runs": "INSERT OR REPLACE INTO runs VALUES (?, ?)",
@@ -227,6 +231,8 @@ class SqliteStore(MemoryStore):
         self.use_saved_index = True
         self._kept = CompactMap()  # keys written by keep_url() in this run
         self._frontier: list[tuple[int, str]] = []
+        self._evidence_stored = 0  # records of learned-rule evidence earlier runs left
+        self._evidence_count = 0  # ... and those of this run
         self._closed = False
         #: Called with the StoreError of a failed batch write, instead of raising
         #: it from the call that happened to trigger the write.
@@ -413,6 +419,8 @@ class SqliteStore(MemoryStore):
         # After a pause (JOBDIR), Scrapy's queue holds what was unfinished:
         # only failed requests are fed to the next run.
         self.resume_all = not (self._resume == "after_crash" and self.last_run_closed)
+        row = db.execute("SELECT count(*) FROM evidence WHERE ns = ?", (ns,)).fetchone()
+        self._evidence_stored = self._evidence_count = row[0]
         pending = db.execute("SELECT key, request FROM pending WHERE ns = ?", (ns,))
         self._frontier = [(key & _U64, request) for key, request in pending]
         for key, owner in db.execute("SELECT key, owner FROM claims WHERE ns = ?", (ns,)):
@@ -431,6 +439,11 @@ class SqliteStore(MemoryStore):
             f"{self.path.resolve()}, namespace {self.namespace!r}: {len(rows)} {what}{expired} "
             f"and {texts} texts from earlier runs, "
             f"{len(self._frontier)} unfinished requests"
+            + (
+                f", {self._evidence_stored} pages of learned-rule evidence"
+                if self._evidence_stored
+                else ""
+            )
             + (
                 " to resume"
                 if self.resume_all
@@ -689,6 +702,27 @@ class SqliteStore(MemoryStore):
 
     # Frontier rows wait in call order: the last call for a key wins, so a
     # request given up and scheduled again in one batch keeps its row.
+    def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
+        # One process writes the file: what it appends needs no reading back.
+        found: list[str] = []
+        if start < self._evidence_stored:
+            try:
+                found = [
+                    row[0]
+                    for row in self._db.execute(
+                        "SELECT record FROM evidence WHERE ns = ? ORDER BY rowid LIMIT ? OFFSET ?",
+                        (self._ns, self._evidence_stored - start, start),
+                    )
+                ]
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"cannot read the learned-rule evidence of {self.path}: {exc}"
+                ) from exc
+        for record in records:
+            self._write("evidence", (self._ns, record))
+        self._evidence_count += len(records)
+        return found + list(records), max(start, self._evidence_count)
+
     def add_pending(self, key: int, request: str) -> None:
         self._write("frontier", (_signed(key), request))
 
@@ -764,6 +798,7 @@ class SqliteStore(MemoryStore):
             self._pending[table].clear()
         if not urls_only:
             self._frontier.clear()
+            self._evidence_stored = self._evidence_count = 0
             self._stored_content = False
             self._near_saved.clear()
             for saved in self.path.parent.glob(f"{self.path.name}-near-{self._ns}-*"):

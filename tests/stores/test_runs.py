@@ -175,7 +175,7 @@ def test_a_version_2_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
     assert store.add_url(9, 92) == 91 | PREVIOUS_RUN  # the info of this run's request
     store.close()
     with closing(sqlite3.connect(path)) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
         assert db.execute("SELECT url FROM urls").fetchall() == [("https://a.test/9",)]
 
 

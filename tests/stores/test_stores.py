@@ -215,6 +215,74 @@ def test_racing_workers_each_key_is_won_once(request: pytest.FixtureRequest, kin
 
 
 @pytest.mark.parametrize("kind", ["redis", "cluster"])
+def test_racing_workers_read_one_evidence_log_in_one_order(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    """Four workers append learned-rule evidence at once, each reading the
+    log as it goes: in the end each has read every record, in the same order."""
+    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    namespace = f"log-{uuid.uuid4().hex[:10]}"
+    stores = [open_store(url, namespace, prefix="scrapy-dedup-test") for _ in range(4)]
+    seen: list[list[str]] = [[] for _ in stores]
+    barrier = threading.Barrier(len(stores))
+
+    positions = [0] * len(stores)
+
+    def work(n: int) -> None:
+        store = stores[n]
+        barrier.wait()
+        for i in range(200):
+            found, positions[n] = store.exchange_evidence([f"{n}:{i}:é"], positions[n])
+            assert f"{n}:{i}:é" in found  # its own record comes back, in its place
+            seen[n] += found
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for n, store in enumerate(stores):  # what the others appended after its last record
+        seen[n] += store.exchange_evidence([], positions[n])[0]
+    try:
+        assert len(seen[0]) == 800 and all(log == seen[0] for log in seen)
+        assert len({record[0] for record in seen[0][:100]}) > 1  # they did race
+        # A worker that joins later (or the next run) reads it all first.
+        late = open_store(url, namespace, prefix="scrapy-dedup-test")
+        assert late.exchange_evidence(["late"], 0) == ([*seen[0], "late"], 801)
+        late.clear()
+        assert late.exchange_evidence([], 0) == ([], 0)
+        late.close()
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_sqlite_keeps_the_evidence_log_for_the_next_run(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "d.db", "ns")
+    assert store.exchange_evidence(["a", "b"], 0) == (["a", "b"], 2)
+    assert store.exchange_evidence(["c"], 2) == (["c"], 3)
+    store.close()
+    other = SqliteStore(tmp_path / "d.db", "other")  # namespaces have logs of their own
+    assert other.exchange_evidence([], 0) == ([], 0)
+    other.close()
+    store = SqliteStore(tmp_path / "d.db", "ns")
+    assert "3 pages of learned-rule evidence" in store.describe()
+    assert store.exchange_evidence(["d"], 0) == (["a", "b", "c", "d"], 4)
+    store.clear(urls_only=True)  # scrapy-redis's flush: the evidence stays
+    store.close()
+    store = SqliteStore(tmp_path / "d.db", "ns")
+    assert store.exchange_evidence([], 0) == (["a", "b", "c", "d"], 4)
+    store.clear()
+    assert store.exchange_evidence([], 0) == ([], 0)
+    store.close()
+
+
+def test_the_memory_store_keeps_no_evidence_log() -> None:
+    # One process: it learns from its own pages, applied as it hands them in.
+    assert MemoryStore().exchange_evidence(["a"], 0) == (["a"], 0)
+
+
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
 def test_racing_near_duplicates_never_lose_the_text(
     request: pytest.FixtureRequest, kind: str
 ) -> None:
@@ -444,7 +512,7 @@ def test_a_schema_1_file_gains_the_claims_table(tmp_path: Path) -> None:
     assert store.claim(3, 31) == 30
     store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     db.close()
 
 
