@@ -144,7 +144,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
         """Whether a learned rule makes this new request a copy of a fetched
         page: then it is kept (fetched again if the rule fails) and filtered."""
         assert self.learned is not None
-        if self._resumed(request):
+        # (Requests an earlier run left in the frontier are checked too: the
+        # rules and the pages they copy come back from the store's evidence.)
+        if request.meta.get("is_start_request"):
             return False
         skip = self.learned.skip(request, request_key.url)
         if skip is None:

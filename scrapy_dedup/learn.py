@@ -413,7 +413,9 @@ class Learner:
         if parts is None:
             return None
         host = self.hosts.get(parts.host)
-        if host is None or not host.adopted:
+        if host is None or not host.adopted or _key(url) in host.pages:
+            # (A page fetched itself is never its own copy: requested again,
+            # it is one whose items an interrupted run did not save.)
             return None
         rewritten, used = self._apply(host, parts)
         if not used:
@@ -916,16 +918,8 @@ class CanonicalTrust:
         """A page (its URL and visible-text digest) declares canonical URL
         ``target`` (canonical form; ``fetch``: as declared): whether to skip
         fetching it."""
-        parts = _split(target)
-        if parts is None:
-            return False
-        trust = self.hosts.setdefault(parts.host, _Trust())
-        if trust.revoked:
-            return False
-        key = _key(target)
-        if len(trust.declared) < _CLASSES:
-            trust.declared.setdefault(key, (digest, page))
-        if trust.verified < self.min_support:
+        trust = self.record(target, digest, page)
+        if trust is None or trust.verified < self.min_support:
             return False
         trust.credit += self.sample
         if self.sample and trust.credit >= 1.0:  # left to be fetched: a check
@@ -933,6 +927,19 @@ class CanonicalTrust:
             return False
         trust.skipped.append(fetch or target)
         return True
+
+    def record(self, target: str, digest: int, page: str) -> _Trust | None:
+        """Remember a declaration (made here, or by another worker), to check
+        against the target's text when it is fetched; its host's trust."""
+        parts = _split(target)
+        if parts is None:
+            return None
+        trust = self.hosts.setdefault(parts.host, _Trust())
+        if trust.revoked:
+            return None
+        if len(trust.declared) < _CLASSES:
+            trust.declared.setdefault(_key(target), (digest, page))
+        return trust
 
     def observe(self, url: str, digest: int) -> list[str]:
         """A fetched page: if pages declared it canonical, does it have their

@@ -8,12 +8,21 @@ scheduled, and :class:`LearnedRulesMiddleware` drops those that became copies
 while they waited in the queue (a page of their class was fetched meanwhile).
 Every such request is kept; when a rule fails, the requests it skipped are
 scheduled again.
+
+The evidence lives in the store (:meth:`DedupStore.exchange_evidence`): one
+log per namespace that every process replays in the same order. The workers
+of one Redis learn the same rules from all their pages, and a later run of an
+SQLite file starts where the last one ended. A worker appends what it fetched
+and applies the log up to its own record, so no two workers apply pages in
+another order; what it decides alone (which requests to skip or to sample,
+and the requests it keeps) stays its own.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from weakref import WeakSet
@@ -74,6 +83,12 @@ class LearnedRules:
         self.rules_file = Path(config.learn_rules) if config.learn_rules else None
         if self.rules_file is not None and self.rules_file.exists():
             self._load(self.rules_file)
+        self.state = state
+        self._worker = os.urandom(4).hex()  # marks this process's records in the log
+        self._position = 0  # how much of the store's evidence log is applied
+        self._outbox: list[str] = []  # records not appended yet
+        self._others = 0  # pages of the log fetched by other workers or earlier runs
+        crawler.signals.connect(self._replay, signal=signals.spider_opened)
         crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
         crawler.signals.connect(self.response_received, signal=signals.response_received)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
@@ -104,6 +119,66 @@ class LearnedRules:
             return
         count = sum(len(rules) for rules in data["hosts"].values())
         logger.info("Wrote %d learned URL rules to %s", count, path)
+
+    # -- the evidence log ---------------------------------------------------------
+
+    def _replay(self) -> None:
+        """At start, what earlier runs and the other workers fetched."""
+        before = {rule.name for rule in self.learner.rules() if rule.state == "adopted"}
+        self._exchange()
+        if self._position:
+            adopted = [r for r in self.learner.rules() if r.state == "adopted"]
+            new = [r.name for r in adopted if r.name not in before]
+            logger.info(
+                "Learned URL rules: the store holds %d fetched pages of evidence from earlier "
+                "runs or other workers; %d rules adopted from them%s",
+                self._others,
+                len(new),
+                f" ({', '.join(new[:5])}{' ...' if len(new) > 5 else ''})" if new else "",
+            )
+            self._stats.inc("dedup/learn/evidence/replayed", self._others)
+            self._others = 0
+
+    def _exchange(self, *records: list[Any]) -> int:
+        """Append ``records`` (and what waits) to the store's log, and apply
+        what the log holds since the last exchange, in its order; how many
+        requests that scheduled again."""
+        outbox = self._outbox + [json.dumps(r, separators=(",", ":")) for r in records]
+        self._outbox = []
+        found, self._position = self.state.store.exchange_evidence(outbox, self._position)
+        released: list[Any] = []
+        targets: list[str] = []
+        for text in found:
+            try:
+                record = json.loads(text)
+                kind, worker = record[0], record[1]
+                if kind == "o":
+                    url, digest, length = str(record[2]), int(record[3]), int(record[4])
+                elif kind == "c":
+                    target, digest, page = str(record[2]), int(record[3]), str(record[4])
+                else:
+                    continue  # a kind a newer version writes
+            except (ValueError, TypeError, IndexError, KeyError):
+                self._stats.inc("dedup/learn/evidence/unreadable")
+                continue
+            if kind == "o":
+                if worker != self._worker:
+                    self._others += 1
+                released += self.learner.observe(url, digest, length)
+                targets += self.canonical_trust.observe(url, digest)
+            elif worker != self._worker:  # this process's own were applied when made
+                self.canonical_trust.record(target, digest, page)
+        if released:
+            self._stats.inc("dedup/learn/refetched", len(released))
+            self._fetch_again(released, "the learned rule that skipped it failed")
+        if targets:
+            self._stats.inc("dedup/learn/canonical/refetched", len(targets))
+            spider = self.crawler.spider
+            self._fetch_again(
+                [Request(target, callback=getattr(spider, "parse", None)) for target in targets],
+                "its host's rel=canonical declarations are not trusted any more",
+            )
+        return len(released) + len(targets)
 
     def skip(self, request: Request, canonical_url: str) -> Skip | None:
         """Keep and return the skip when learned rules make ``request`` a copy."""
@@ -142,8 +217,10 @@ class LearnedRules:
         if found is None:
             return False
         canonical = self.canonicalizer.canonicalize
-        trusted = self.canonical_trust.declare(
-            canonical(target), found[0], canonical(response.url), target
+        target_key, page = canonical(target), canonical(response.url)
+        trusted = self.canonical_trust.declare(target_key, found[0], page, target)
+        self._outbox.append(
+            json.dumps(["c", self._worker, target_key, found[0], page], separators=(",", ":"))
         )
         self._stats.inc(
             "dedup/learn/canonical/trusted" if trusted else "dedup/learn/canonical/fetched"
@@ -160,18 +237,7 @@ class LearnedRules:
             return
         digest, length = found
         url = self.canonicalizer.canonicalize(response.url)
-        released = self.learner.observe(url, digest, length)
-        if released:
-            self._stats.inc("dedup/learn/refetched", len(released))
-            self._fetch_again(released, "the learned rule that skipped it failed")
-        targets = self.canonical_trust.observe(url, digest)
-        if targets:
-            self._stats.inc("dedup/learn/canonical/refetched", len(targets))
-            spider = self.crawler.spider
-            self._fetch_again(
-                [Request(target, callback=getattr(spider, "parse", None)) for target in targets],
-                "its host's rel=canonical declarations are not trusted any more",
-            )
+        self._exchange(["o", self._worker, url, digest, length])
 
     def _fetch_again(self, requests: list[Any], why: str) -> None:
         engine = self.crawler.engine
@@ -183,13 +249,22 @@ class LearnedRules:
 
     def spider_idle(self) -> None:
         """Before the crawl ends, a last sample of what the rules skipped is
-        fetched; what it contradicts is fetched too (then the crawl ends)."""
+        fetched; what it contradicts is fetched too (then the crawl ends).
+        First, what other workers fetched meanwhile: a rule it contradicts
+        gives back what it skipped here."""
+        if self._exchange():
+            raise DontCloseSpider
         audited = self.learner.audit()
         if audited:
             self._fetch_again(audited, "a last check of a learned rule")
             raise DontCloseSpider
 
     def spider_closed(self) -> None:
+        if self._outbox:  # declarations made since the last page: for later runs
+            self.state.store.exchange_evidence(self._outbox, self._position)
+            self._outbox = []
+        if self._others:
+            self._stats.inc("dedup/learn/evidence/others", self._others)
         self._stats.stop()
         if self.rules_file is not None and not self.learner.frozen:
             self._save(self.rules_file)
@@ -234,8 +309,9 @@ class LearnedRulesMiddleware:
         return cls(crawler)
 
     def process_request(self, request: Request) -> Any:
-        meta = request.meta
-        if request.dont_filter or meta.get("is_start_request") or meta.get("dedup_restored"):
+        # Requests an earlier run left in the frontier are checked too: the
+        # rules and the pages they copy come back from the store's evidence.
+        if request.dont_filter or request.meta.get("is_start_request"):
             return None
         key = self.keys.of(request)
         skip = self.learned.skip(request, key.url)

@@ -4,17 +4,19 @@ same kind of difference matters."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import pytest
 import scrapy
+from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_f_from_coro_f
 
 from tests.conftest import CrawlResult, crawl
@@ -201,14 +203,52 @@ async def test_with_sqlite_what_a_rule_skipped_stays_for_the_next_run(
         pending = db.execute("SELECT count(*) FROM pending").fetchone()[0]
     assert pending == skipped
 
-    # The next run fetches them (learned rules are not kept between runs yet):
-    # copies, so no new item; what it skips in turn waits for the run after.
+    # The next run gets them back, with the rules (the store's evidence):
+    # still copies of pages kept, so skipped again, but for the sample it
+    # fetches to check; no new item; their rows wait for the run after.
+    site.reset()
     second = await _crawl(site, settings)
-    assert second.stats["dedup/frontier/restored"] == skipped
+    stats = second.stats
+    assert stats["dedup/frontier/restored"] == skipped
+    assert stats["dedup/learn/evidence/replayed"] == first.stats["response_received_count"]
     assert second.items == []
-    skipped = _still_skipped(second.stats)
+    assert 0 < len(site.log) < skipped / 4
+    assert stats["dedup/url/filtered/learned"] > skipped / 2
     with sqlite3.connect(tmp_path / "dedup.db") as db:
-        assert db.execute("SELECT count(*) FROM pending").fetchone()[0] == skipped
+        assert db.execute("SELECT count(*) FROM pending").fetchone()[0] == _still_skipped(stats)
+
+
+@deferred_f_from_coro_f
+async def test_a_recrawl_starts_with_the_rules_the_store_learned(
+    messy: tuple[Site, MessySite], tmp_path: Any
+) -> None:
+    # A crawl stopped early (CLOSESPIDER_PAGECOUNT) after rules were learned;
+    # the next run resumes its frontier with those rules from its first
+    # request: together they fetch no more than one crawl, and lose nothing.
+    site, model = messy
+    real, _ = model.reachable([f"http://{host}/" for host in HOSTS])
+    settings = {
+        "DEDUP_LEARN": True,
+        "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db",
+        **ONE_AT_A_TIME,
+    }
+    await _crawl(site, settings | {"DEDUP_NAMESPACE": "whole"})  # one crawl, to compare
+    whole_fetches = len(site.log)
+    first = await _crawl(site, settings | {"CLOSESPIDER_PAGECOUNT": 250})
+    first_fetched = _fetched(site, model)
+    assert first.stats["finish_reason"] == "closespider_pagecount"
+    assert first.stats["dedup/learn/adopted"] >= 4
+    second = await _crawl(site, settings)
+    fetched = first_fetched + _fetched(site, model)
+    stats = second.stats
+    print(f"{whole_fetches} fetches in one crawl, {len(first_fetched)} + {len(site.log)} in two")
+    assert stats["dedup/learn/evidence/replayed"] == first.stats["response_received_count"]
+    assert not real - set(fetched)
+    items = _item_pages(first, model) + _item_pages(second, model)
+    assert set(items) == real and max(items.values()) == 1
+    # The second run skips from its start (no rule to learn again first).
+    assert len(fetched) <= whole_fetches * 1.05
+    assert stats["dedup/url/filtered/learned"] >= 100
 
 
 def _declaring_site(host: str, path: str, query: str) -> Reply | None:
@@ -272,7 +312,8 @@ async def test_rel_canonical_is_trusted_per_host_once_verified(fresh_site: Site)
     assert 3 <= len(plain_posts) < 12
 
 
-def test_kill_9_while_learning_loses_nothing(fresh_site: Site, tmp_path: Any) -> None:
+@pytest.mark.parametrize("moment", [40, 150, 160])  # fetches: before rules, with them, late
+def test_kill_9_while_learning_loses_nothing(fresh_site: Site, tmp_path: Any, moment: int) -> None:
     # A worker process learning on the shop (at 127.0.0.1: a subprocess cannot
     # resolve .test names) is killed mid-crawl, once rules skip pages; the
     # same command then runs to the end. Between them, every real page gives
@@ -290,14 +331,15 @@ def test_kill_9_while_learning_loses_nothing(fresh_site: Site, tmp_path: Any) ->
     items = tmp_path / "items.jsonl"
     proc = _worker(settings, start, items)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None and len(fresh_site.log) < 150:
+    while time.monotonic() < deadline and proc.poll() is None and len(fresh_site.log) < moment:
         time.sleep(0.005)
-    assert proc.poll() is None, "the crawl ended before it could be killed"
+    assert proc.poll() is None, f"the crawl ended before it could be killed: {len(fresh_site.log)}"
     proc.send_signal(signal.SIGKILL)
     killed_log, _ = proc.communicate(timeout=30)
     first = _fetched(fresh_site, model)
     assert len(set(first) - {None}) < len(real)  # killed before the end
-    assert "Learned URL rule" in killed_log  # ...after rules were adopted
+    if moment > 100:
+        assert "Learned URL rule" in killed_log  # ...after rules were adopted
 
     fresh_site.reset()
     proc = _worker(settings, start, items)
@@ -313,3 +355,85 @@ def test_kill_9_while_learning_loses_nothing(fresh_site: Site, tmp_path: Any) ->
         for i in kept
     }
     assert pages == real  # and gave its item
+    if moment > 100:  # the second run started with what the first learned
+        assert "pages of evidence from earlier runs" in log
+
+
+# -- workers of one Redis -------------------------------------------------------
+
+
+class SharedQueueSpider(MessySpider):
+    """A worker of a scrapy-redis crawl: it stays up until every worker is
+    idle at once (another may still add work, or contradict a rule)."""
+
+    name = "messy"
+    idle: ClassVar[dict[int, bool]] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SharedQueueSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        cls.idle[id(spider)] = False
+        crawler.signals.connect(spider.went_idle, signal=scrapy.signals.spider_idle)
+        crawler.signals.connect(spider.working, signal=scrapy.signals.response_received)
+        return spider
+
+    def went_idle(self) -> None:
+        self.idle[id(self)] = True
+        if not all(self.idle.values()):
+            raise DontCloseSpider
+
+    def working(self) -> None:
+        self.idle[id(self)] = False
+
+
+@pytest.mark.filterwarnings("ignore::scrapy.exceptions.ScrapyDeprecationWarning")  # scrapy-redis
+@deferred_f_from_coro_f
+async def test_three_workers_on_one_redis_learn_together(
+    messy: tuple[Site, MessySite], redis_url: str, redis_prefix: str
+) -> None:
+    # Three workers share scrapy-redis's queue and one dedup namespace: each
+    # fetches a third of the pages and learns from all of them.
+    site, model = messy
+    real, plain = model.reachable([f"http://{host}/" for host in HOSTS])
+    settings = {
+        **ADDON,
+        "DEDUP_LEARN": True,
+        "DEDUP_STORE": redis_url,
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "DEDUP_NAMESPACE": "messy",
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "REDIS_URL": redis_url,
+        "SCHEDULER_QUEUE_KEY": f"{redis_prefix}:%(spider)s:requests",
+        "SCHEDULER_PERSIST": True,  # one worker closing leaves the queue to the others
+        "SCHEDULER_IDLE_BEFORE_CLOSE": 0,
+        **ONE_AT_A_TIME,
+    }
+    starts = ",".join(site.url("/", host) for host in HOSTS)
+    SharedQueueSpider.idle.clear()
+    site.reset()
+    workers = await asyncio.gather(
+        *(crawl(SharedQueueSpider, settings, starts=starts) for _ in range(3))
+    )
+    fetched = _fetched(site, model)
+    stats = [worker.stats for worker in workers]
+    print(
+        f"real pages {len(real)}: {plain} fetches without learning, {len(fetched)} by three "
+        f"workers ({len(fetched) / len(real):.2f} per page)",
+        [{k: v for k, v in s.items() if "learn" in k and "/rule/" not in k} for s in stats],
+    )
+    assert not real - set(fetched)
+    items: Counter[str | None] = Counter()
+    for worker in workers:
+        items += _item_pages(worker, model)
+    assert set(items) == real and max(items.values()) == 1
+    # Three requests in flight instead of one, and evidence in another order:
+    # 1.47-1.55 in ten runs (one worker: 1.36). The excess is mostly rules
+    # adopted before the page that contradicts them (?color on shirts)
+    # arrived, whose skipped requests are then fetched.
+    assert len(fetched) / len(real) <= 1.65
+    # Each worker fetched part of the site and learned from the others' pages.
+    for worker_stats in stats:
+        assert worker_stats["response_received_count"] > len(fetched) / 6
+        assert worker_stats["dedup/learn/evidence/others"] > len(fetched) / 3
+    assert sum(s.get("dedup/url/filtered/learned", 0) for s in stats) >= 400
+    assert not [k for s in stats for k in s if k.startswith("dedup/learn/rule/wiki.test")]
