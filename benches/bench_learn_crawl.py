@@ -7,12 +7,15 @@ Run from the repository root::
 
     python benches/bench_learn_crawl.py              # 2,400 products: ~10k real pages, ~15 min
     python benches/bench_learn_crawl.py --products 200   # a quick look
+    python benches/bench_learn_crawl.py --only learn --redis redis://127.0.0.1:6379/0
 
 The site is ``tests/messy_site.py`` (shop.test, news.test, wiki.test, with
 its traps), served by a child process on 127.0.0.1 (every ``*.test`` name
 resolves there), so the crawl's CPU time is the crawler's alone. Each
 configuration is a whole crawl with the real engine, from the three home
-pages, with ``CONCURRENT_REQUESTS`` requests in flight. The model knows the
+pages, with ``CONCURRENT_REQUESTS`` requests in flight. With ``--redis``,
+three workers (crawlers in this process) share scrapy-redis's queue and one
+dedup namespace, learning together. The model knows the
 real page behind every URL: a real page never fetched is lost, a real page
 that gave two items is doubled.
 """
@@ -20,13 +23,15 @@ that gave two items is doubled.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing
+import os
 import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,6 +63,8 @@ def main() -> None:
     parser.add_argument("--products", type=int, default=2400)
     parser.add_argument("--stories", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--redis", help="also crawl with three workers on this Redis")
+    parser.add_argument("--only", help="comma-separated: scrapy, add-on, learn, workers")
     args = parser.parse_args()
     stories = args.stories if args.stories is not None else args.products // 3
 
@@ -67,6 +74,7 @@ def main() -> None:
     import scrapy
     from scrapy import signals
     from scrapy.crawler import AsyncCrawlerRunner
+    from scrapy.exceptions import DontCloseSpider
     from scrapy.utils.defer import deferred_from_coro
     from twisted.internet import defer, reactor
     from twisted.internet.interfaces import IResolverSimple
@@ -101,6 +109,23 @@ def main() -> None:
 
     class MessySpider(scrapy.Spider):
         name = "messy"
+        idle: ClassVar[dict[int, bool]] = {}  # workers of one crawl: close once all are idle
+
+        @classmethod
+        def from_crawler(cls, crawler: Any, *a: Any, **kw: Any) -> Any:
+            spider = super().from_crawler(crawler, *a, **kw)
+            cls.idle[id(spider)] = False
+            crawler.signals.connect(spider.went_idle, signal=signals.spider_idle)
+            crawler.signals.connect(spider.working, signal=signals.response_received)
+            return spider
+
+        def went_idle(self) -> None:
+            self.idle[id(self)] = True
+            if not all(self.idle.values()):
+                raise DontCloseSpider
+
+        def working(self) -> None:
+            self.idle[id(self)] = False
 
         async def start(self) -> AsyncIterator[Any]:
             for host in HOSTS:
@@ -120,26 +145,52 @@ def main() -> None:
         "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
     }
     addon = {"ADDONS": {"scrapy_dedup.DedupAddon": 100}}
-    configs = {
-        "scrapy": {},
-        "add-on": addon,
-        "add-on + learn": {**addon, "DEDUP_LEARN": True},
+    configs: dict[str, tuple[int, dict[str, Any]]] = {
+        "scrapy": (1, {}),
+        "add-on": (1, addon),
+        "add-on + learn": (1, {**addon, "DEDUP_LEARN": True}),
     }
+    prefix = f"bench-learn-{os.getpid()}"
+    if args.redis:
+        configs["learn, 3 workers on Redis"] = (
+            3,
+            {
+                **addon,
+                "DEDUP_LEARN": True,
+                "DEDUP_STORE": args.redis,
+                "DEDUP_REDIS_PREFIX": prefix,
+                "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                "REDIS_URL": args.redis,
+                "SCHEDULER_QUEUE_KEY": f"{prefix}:%(spider)s:requests",
+                "SCHEDULER_PERSIST": True,
+                "SCHEDULER_IDLE_BEFORE_CLOSE": 0,
+                "CONCURRENT_REQUESTS": max(1, args.concurrency // 3),
+                "CONCURRENT_REQUESTS_PER_DOMAIN": max(1, args.concurrency // 3),
+            },
+        )
+    if args.only:
+        names = {"learn": "add-on + learn", "workers": "learn, 3 workers on Redis"}
+        wanted = {names.get(n.strip(), n.strip()) for n in args.only.split(",")}
+        configs = {n: c for n, c in configs.items() if n in wanted}
     results: dict[str, dict[str, float]] = {}
 
     async def run_all() -> None:
-        for name, settings in configs.items():
-            runner = AsyncCrawlerRunner({**base, **settings})
-            crawler = runner.create_crawler(MessySpider)
+        for name, (workers, settings) in configs.items():
             items: Counter[str | None] = Counter()
 
             def collect(item: Any, items: Counter[str | None] = items) -> None:
                 parts = urlsplit(item["url"])
                 items[model.page_id(parts.hostname or "", parts.path, parts.query)] += 1
 
-            crawler.signals.connect(collect, signal=signals.item_scraped)
+            crawlers = []
+            MessySpider.idle.clear()
+            for _ in range(workers):
+                runner = AsyncCrawlerRunner({**base, **settings})
+                crawler = runner.create_crawler(MessySpider)
+                crawler.signals.connect(collect, signal=signals.item_scraped)
+                crawlers.append(crawler)
             wall, cpu = time.perf_counter(), time.process_time()
-            await crawler.crawl_async()
+            await asyncio.gather(*(crawler.crawl_async() for crawler in crawlers))
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             commands.put("log")
             served = log.get(timeout=60)
@@ -147,7 +198,7 @@ def main() -> None:
             for host, target in served:
                 parts = urlsplit(target)
                 fetched.add(model.page_id(host.rpartition(":")[0], parts.path, parts.query))
-            stats = crawler.stats.get_stats()
+            rules = [c.stats.get_stats().get("dedup/learn/rules", 0) for c in crawlers]
             results[name] = {
                 "fetches": len(served),
                 "lost": len(real - fetched),
@@ -155,7 +206,7 @@ def main() -> None:
                 "items": sum(items.values()),
                 "wall": wall,
                 "cpu": cpu,
-                "rules": stats.get("dedup/learn/rules", 0),
+                "rules": max(rules),
             }
             print(f"  {name}: done in {wall:.1f} s", flush=True)
 
@@ -167,8 +218,15 @@ def main() -> None:
     reactor.run()
     commands.put("stop")
     server.join(10)
+    if args.redis:
+        import redis
 
-    anchor = results["scrapy"]
+        client = redis.Redis.from_url(args.redis)
+        names = list(client.scan_iter(f"{prefix}*"))
+        if names:
+            client.delete(*names)
+
+    anchor = results.get("scrapy", {"fetches": distinct})
     print()
     print(
         "| crawl | fetches | per real page | vs Scrapy | real pages lost | items (doubled) "
@@ -182,6 +240,8 @@ def main() -> None:
             f"| {r['items']:,.0f} ({r['doubled']:.0f}) | {r['wall']:.1f} "
             f"| {1000 * r['cpu'] / r['fetches']:.2f} | {r['rules']:.0f} |"
         )
+    if "add-on + learn" not in results or "add-on" not in results:
+        return
     on, off = results["add-on + learn"], results["add-on"]
     print(
         f"\nlearning: {off['fetches'] - on['fetches']:,.0f} fetches saved "
