@@ -28,6 +28,19 @@ logger = logging.getLogger(__name__)
 
 _REASONS = (*RULES, "exact", "rel_canonical", "previous_run")
 _REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in _REASONS}
+_WHY = {
+    "exact": "the same URL",
+    "previous_run": "fetched by an earlier run",
+    "rel_canonical": "a fetched page declared it its canonical URL",
+}
+
+
+def _why(reasons: tuple[str, ...]) -> str:
+    """Why a request is a duplicate, as the log says it."""
+    if len(reasons) == 1 and reasons[0] in _WHY:
+        return _WHY[reasons[0]]
+    # The rule names of DEDUP_URL_RULES, so the reader knows what to switch off.
+    return f"the same URL once these differences are ignored: {', '.join(reasons)}"
 
 
 class CanonicalDupeFilter(BaseDupeFilter):
@@ -205,27 +218,25 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     def _log_filtered(self, request: Request, key: int, reasons: tuple[str, ...]) -> None:
         if self.debug:
+            first = self._first_urls.get(key)
             logger.debug(
-                "Filtered duplicate request: %(request)s collapsed onto %(onto)s "
-                "(merged by: %(reasons)s; referer: %(referer)s)",
+                "Filtered duplicate request: %(request)s - already seen as %(onto)s "
+                "(%(why)s; referer: %(referer)s)",
                 {
                     "request": request,
-                    "onto": self._first_urls.get(key, self.keys.compute(request).url),
-                    "reasons": ", ".join(reasons),
+                    # Recorded by another worker or run: only its key is known.
+                    "onto": first or f"canonical URL {self.keys.compute(request).url}",
+                    "why": _why(reasons),
                     "referer": referer_str(request),
                 },
             )
         elif not self._logged_first:
             self._logged_first = True
             logger.debug(
-                "Filtered duplicate request: %(request)s (canonical URL %(onto)s; merged by: "
-                "%(reasons)s) - no more duplicates will be shown (set DUPEFILTER_DEBUG or "
-                "DEDUP_DEBUG to show all duplicates and what they collapsed onto)",
-                {
-                    "request": request,
-                    "onto": self.keys.compute(request).url,
-                    "reasons": ", ".join(reasons),
-                },
+                "Filtered duplicate request: %(request)s (%(why)s) - no more duplicates will "
+                "be shown (set DUPEFILTER_DEBUG or DEDUP_DEBUG to show all duplicates and the "
+                "URL each was seen as)",
+                {"request": request, "why": _why(reasons)},
             )
 
     def _request_scheduled(self, request: Request) -> None:

@@ -216,8 +216,8 @@ def test_dedup_debug_keeps_what_each_key_collapsed_onto(caplog: pytest.LogCaptur
     assert df.request_seen(request)
     with caplog.at_level(logging.DEBUG, logger="scrapy_dedup"):
         df.log(request, None)
-    assert "collapsed onto https://example.com/a?utm_source=x" in caplog.text
-    assert "merged by: scheme, www, trailing_slash, tracking_param" in caplog.text
+    assert "already seen as https://example.com/a?utm_source=x" in caplog.text
+    assert "ignored: scheme, www, trailing_slash, tracking_param;" in caplog.text
 
 
 def test_scrapy_redis_builds_it_from_the_spider() -> None:
@@ -258,10 +258,10 @@ async def test_debug_logs_every_filtered_request_with_what_it_collapsed_onto(
     assert len(lines) == result.stats["dedup/url/filtered"]
     www = next(line for line in lines if "www.example.test" in line)
     assert (
-        f"collapsed onto {fresh_site.url('/pricing?utm_source=newsletter&utm_medium=email')}"
+        f"already seen as {fresh_site.url('/pricing?utm_source=newsletter&utm_medium=email')}"
         in www
     )
-    assert "merged by: www, tracking_param" in www
+    assert "differences are ignored: www, tracking_param;" in www
 
 
 @deferred_f_from_coro_f
@@ -274,6 +274,9 @@ async def test_without_debug_only_the_first_is_logged_with_a_hint(
     lines = [r.getMessage() for r in caplog.records if "Filtered duplicate" in r.getMessage()]
     assert len(lines) == 1
     assert "DUPEFILTER_DEBUG" in lines[0]
+    # Said in a user's words: no canonical key (https for this http site).
+    assert "https://" not in lines[0]
+    assert "(the same URL" in lines[0]
 
 
 @deferred_f_from_coro_f
