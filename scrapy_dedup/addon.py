@@ -15,9 +15,9 @@ __all__ = ["DedupAddon"]
 
 class DedupAddon:
     """``ADDONS = {"scrapy_dedup.DedupAddon": 0}`` turns on the canonical-URL
-    dupefilter, the rel=canonical middleware (580), the learned-rules
-    middleware (50; it only acts with ``DEDUP_LEARN``), the content pipeline
-    (300) and the frontier spider middleware (10; it only acts with an SQLite
+    dupefilter, the rel=canonical middleware (575), the learned-rules
+    middleware (60; it only acts with ``DEDUP_LEARN``), the content pipeline
+    (350) and the frontier spider middleware (10; it only acts with an SQLite
     store), each unless the project already lists it. A ``DUPEFILTER_CLASS``
     the project set explicitly wins.
     """
@@ -25,12 +25,12 @@ class DedupAddon:
     def update_settings(self, settings: Any) -> None:
         settings.set("DUPEFILTER_CLASS", CanonicalDupeFilter, priority="addon")
         settings.setdefault_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", RelCanonicalMiddleware, 580
+            "DOWNLOADER_MIDDLEWARES", RelCanonicalMiddleware, 575
         )
         settings.setdefault_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", LearnedRulesMiddleware, 50
+            "DOWNLOADER_MIDDLEWARES", LearnedRulesMiddleware, 60
         )
-        settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", ContentDedupPipeline, 300)
+        settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", ContentDedupPipeline, 350)
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", DedupFrontierMiddleware, 10
         )

@@ -289,7 +289,7 @@ class LearnedRules:
 
 
 class LearnedRulesMiddleware:
-    """Downloader middleware (the add-on enables it at 50): a request that
+    """Downloader middleware (the add-on enables it at 60): a request that
     learned rules made a copy of a page fetched while it waited in the queue
     is dropped (``IgnoreRequest``) and kept, like one the dupefilter filtered.
     Only active with ``DEDUP_LEARN``."""

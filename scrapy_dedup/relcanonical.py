@@ -44,8 +44,9 @@ class RelCanonicalMiddleware:
     the page's items are filed under it by :class:`ContentDedupPipeline` and
     the target's key is marked seen, so the canonical URL is not fetched again.
 
-    Put it after ``HttpCompressionMiddleware`` (590) on the way back, i.e. at a
-    lower number (580), so it reads decompressed bodies.
+    Put it after ``HttpCompressionMiddleware`` (590) and ``MetaRefreshMiddleware``
+    (580) on the way back, i.e. at a lower number (575), so it reads decompressed
+    bodies and never a refresh page.
     """
 
     def __init__(self, crawler: Crawler) -> None:

@@ -183,3 +183,31 @@ def test_recrawl_after_reads_durations(value: Any, seconds: float | None) -> Non
 
     config = DedupConfig.from_settings(Settings({"DEDUP_RECRAWL_AFTER": value}))
     assert config.recrawl_after == seconds
+
+
+class ProjectPipeline:
+    """A project's own pipeline, as ``scrapy startproject`` writes it."""
+
+    def process_item(self, item: Any) -> Any:
+        return item
+
+
+def test_the_add_on_keeps_the_project_components_and_ties_with_none() -> None:
+    # A project made by `scrapy startproject` has its pipeline at 300: the add-on
+    # adds its own beside it, at numbers no Scrapy default or template uses.
+    from scrapy.utils.test import get_crawler
+
+    own = "tests.test_config.ProjectPipeline"
+    crawler = get_crawler(
+        settings_dict={"ADDONS": {"scrapy_dedup.DedupAddon": 0}, "ITEM_PIPELINES": {own: 300}}
+    )
+    crawler._apply_settings()
+    settings = crawler.settings
+    pipelines = {str(k): v for k, v in settings.getwithbase("ITEM_PIPELINES").items()}
+    assert pipelines[own] == 300
+    assert [v for k, v in pipelines.items() if "ContentDedupPipeline" in k] == [350]
+    for name in ("ITEM_PIPELINES", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES"):
+        components = {str(k): v for k, v in settings.getwithbase(name).items() if v is not None}
+        ours = {k: v for k, v in components.items() if "scrapy_dedup" in k}
+        others = {v for k, v in components.items() if "scrapy_dedup" not in k}
+        assert ours and not set(ours.values()) & others, (name, ours)

@@ -22,7 +22,7 @@ from tests.site import PRESS, SOLAR, Site, content_stage_routes
 
 SETTINGS = {
     "DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter",
-    "ITEM_PIPELINES": {"scrapy_dedup.ContentDedupPipeline": 300},
+    "ITEM_PIPELINES": {"scrapy_dedup.ContentDedupPipeline": 350},
 }
 
 # Pages grouped by the text they carry: one item per group must come out.

@@ -10,8 +10,8 @@ from tests.test_pipeline import ArticleSpider
 
 SETTINGS = {
     "DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter",
-    "ITEM_PIPELINES": {"scrapy_dedup.ContentDedupPipeline": 300},
-    "DOWNLOADER_MIDDLEWARES": {"scrapy_dedup.RelCanonicalMiddleware": 580},
+    "ITEM_PIPELINES": {"scrapy_dedup.ContentDedupPipeline": 350},
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_dedup.RelCanonicalMiddleware": 575},
 }
 
 

@@ -524,7 +524,7 @@ async def test_frontier_records_a_page_only_after_its_links_and_items_are_safe(
     settings = {
         **ADDON,
         "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db",
-        "ITEM_PIPELINES": {CopyAndDropPipeline: 100},  # before the dedup pipeline (300)
+        "ITEM_PIPELINES": {CopyAndDropPipeline: 100},  # before the dedup pipeline (350)
     }
     result = await crawl(AsyncChainSpider, settings, start=site.url("/"))
     assert result.stats["finish_reason"] == "finished"

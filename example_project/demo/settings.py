@@ -29,12 +29,13 @@ DUPEFILTER_CLASS = "scrapy_dedup.CanonicalDupeFilter"
 # Content stage: an item whose text is the same as, or nearly the same as, an item
 # already kept is dropped (a print view, one press release under two city names).
 # The spider puts the page text in the item's "text" field (DEDUP_TEXT_FIELD).
-ITEM_PIPELINES = {"scrapy_dedup.ContentDedupPipeline": 300}
+ITEM_PIPELINES = {"scrapy_dedup.ContentDedupPipeline": 350}
 
 # rel=canonical: a page declaring <link rel="canonical"> has its items filed under
 # that URL (the fetched one is kept in "fetched_url"), and the canonical URL is not
-# fetched again. 580: after HttpCompressionMiddleware (590), so bodies are decompressed.
-DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 580}
+# fetched again. 575: after HttpCompressionMiddleware (590), so bodies are decompressed,
+# and after MetaRefreshMiddleware (580), so a refresh page is not read.
+DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 575}
 
 # Instead of the lines above, one line turns every stage on:
 # ADDONS = {"scrapy_dedup.DedupAddon": 0}
