@@ -61,6 +61,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self.debug = crawler.settings.getbool("DUPEFILTER_DEBUG") or state.config.debug
         self.store = state.store
         state.attach()
+        state.summary.uses("URL dupefilter")
         self._logged_first = False
         # Only with debug on: which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}

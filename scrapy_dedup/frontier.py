@@ -79,6 +79,7 @@ class DedupFrontierMiddleware:
         self.keys = state.keys
         self.state = state
         state.attach()
+        state.summary.uses("frontier (for later runs, kill -9 safe)")
         self.stats = crawler.stats
         self.max_retries = state.config.frontier_retries
         self._pages: dict[int, _Page] = {}  # id(response) -> its page

@@ -84,6 +84,7 @@ class LearnedRules:
         if self.rules_file is not None and self.rules_file.exists():
             self._load(self.rules_file)
         self.state = state
+        state.summary.uses("learned URL rules")
         self._worker = os.urandom(4).hex()  # marks this process's records in the log
         self._position = 0  # how much of the store's evidence log is applied
         self._outbox: list[str] = []  # records not appended yet

@@ -79,6 +79,9 @@ class ContentDedupPipeline:
             and self.near.num_perm == self._filing_method.num_perm
             else None
         )
+        self.state.summary.uses(
+            f"content dedup (exact{f' + near {config.near_method}' if self.near else ''})"
+        )
         self.store: DedupStore | None = None
         self.canonicals: CanonicalMap | None = None
         self._warned_fetched = False

@@ -73,6 +73,7 @@ class RelCanonicalMiddleware:
         self.canonicals = state.canonicals
         self.learned = learned_rules(state)
         state.attach()
+        state.summary.uses("rel=canonical")
         crawler.signals.connect(state.detach, signal=signals.spider_closed)
 
     @classmethod

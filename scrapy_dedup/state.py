@@ -35,6 +35,7 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy_dedup.config import DedupConfig
 from scrapy_dedup.keys import RequestKeys
 from scrapy_dedup.stores import GuardedStore, StoreError, open_store, redact
+from scrapy_dedup.summary import CrawlSummary
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -124,6 +125,10 @@ class CrawlState:
         self.closed = False
         self._crawling = False
         self._users = 0
+        self.namespace: str | None = None  # once the store is open
+        #: The start line, progress and summary in the log; components say
+        #: they are on with ``summary.uses(name)``.
+        self.summary = CrawlSummary(crawler, self._store_line)
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 
@@ -167,6 +172,7 @@ class CrawlState:
     def _open_store(self) -> GuardedStore:
         config = self.config
         namespace = config.namespace or getattr(self.crawler.spider, "name", None) or "default"
+        self.namespace = str(namespace)
         frontier = _records_pages(self.crawler.settings)
         try:
             store = open_store(
@@ -226,6 +232,12 @@ class CrawlState:
         )
         store.flush_due = self._flush_soon
         return guarded
+
+    def _store_line(self) -> str:
+        store = self.config.store
+        if store.strip().lower() == "memory":
+            return "memory (this crawl only)"
+        return f"{redact(store)}, namespace {self.namespace!r}"
 
     def _engine_started(self) -> None:
         self._crawling = True

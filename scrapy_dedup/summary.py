@@ -1,0 +1,151 @@
+"""What the log tells a user about dedup: one INFO line at start, a progress
+line with Scrapy's periodic stats (``LOGSTATS_INTERVAL``), and one summary
+at the end. Read from the crawl's stats only."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.utils.asyncio import call_later, create_looping_call
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["CrawlSummary", "summary_line"]
+
+logger = logging.getLogger(__name__)
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} TiB"  # pragma: no cover
+
+
+def summary_line(stats: dict[str, Any]) -> str | None:
+    """The summary of a finished crawl's stats, or ``None`` when dedup did nothing."""
+
+    def get(name: str) -> int:
+        return int(stats.get(name, 0) or 0)
+
+    filtered = get("dedup/url/filtered")
+    beyond = filtered - get("dedup/url/filtered/exact")
+    parts = []
+    if filtered or get("dedup/url/seen"):
+        # What Scrapy's own filter would have filtered too: the very same URL again.
+        why = [
+            (get("dedup/url/filtered/previous_run"), "earlier runs"),
+            (get("dedup/url/filtered/rel_canonical"), "rel=canonical"),
+            (get("dedup/url/filtered/learned"), "learned rules"),
+        ]
+        rules = beyond - sum(n for n, _ in why)
+        details = [f"{_count(rules)} by URL rules"] if rules > 0 else []
+        details += [f"{_count(n)} by {what}" for n, what in why if n]
+        line = f"{_count(beyond)} fetches saved beyond Scrapy's own filter"
+        if details:
+            line += f" ({', '.join(details)})"
+        responses = get("downloader/response_count")
+        if beyond and responses:
+            average = get("downloader/response_bytes") / responses
+            line += f", about {_size(beyond * average)} not downloaded"
+        parts.append(line)
+    dropped = [
+        (get("dedup/items/exact"), "exact"),
+        (get("dedup/items/near"), "near"),
+        (get("dedup/items/canonical"), "canonical"),
+    ]
+    if any(n for n, _ in dropped) or get("dedup/items/unique"):
+        kinds = ", ".join(f"{_count(n)} {kind}" for n, kind in dropped if n)
+        parts.append(
+            f"{_count(sum(n for n, _ in dropped))} duplicate items"
+            + (f" ({kinds})" if kinds else "")
+            + f", {_count(get('dedup/items/unique'))} kept"
+        )
+    if get("dedup/canonical/applied"):
+        parts.append(f"{_count(get('dedup/canonical/applied'))} pages filed under rel=canonical")
+    if "dedup/learn/rules" in stats:
+        parts.append(f"{_count(get('dedup/learn/rules'))} learned URL rules")
+    if get("dedup/store/errors"):
+        parts.append(f"{_count(get('dedup/store/errors'))} store errors")
+    return "; ".join(parts) if parts else None
+
+
+class CrawlSummary:
+    """Logs the start line, the progress lines and the summary of one crawl
+    (made by :class:`~scrapy_dedup.state.CrawlState`; components say they are
+    on with :meth:`uses`)."""
+
+    def __init__(self, crawler: Crawler, describe_store: Any) -> None:
+        self.crawler = crawler
+        self.components: list[str] = []
+        self._describe_store = describe_store
+        self._interval = crawler.settings.getfloat("LOGSTATS_INTERVAL")
+        self._progress: Any = None
+        self._last = (0, 0)
+        crawler.signals.connect(self._opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._closed, signal=signals.spider_closed)
+        crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
+
+    def uses(self, component: str) -> None:
+        if component not in self.components:
+            self.components.append(component)
+
+    def _opened(self) -> None:
+        if not self.components:
+            return
+        # On the next turn: after every spider_opened handler (learned rules
+        # read from the store at spider_opened).
+        call_later(0, self._log_start)
+        if self._interval > 0:
+            self._progress = create_looping_call(self._log_progress)
+            self._progress.start(self._interval, now=False)
+
+    def _log_start(self) -> None:
+        stats = self.crawler.stats
+        learned = stats.get_value("dedup/learn/evidence/replayed")
+        logger.info(
+            "scrapy-dedup on: %s; store: %s%s",
+            ", ".join(self.components),
+            self._describe_store(),
+            f"; learned rules from {learned:,} pages of earlier runs and other workers"
+            if learned
+            else "",
+        )
+
+    def _log_progress(self) -> None:
+        stats = self.crawler.stats
+        filtered = int(stats.get_value("dedup/url/filtered", 0))
+        dropped = sum(
+            int(stats.get_value(f"dedup/items/{kind}", 0))
+            for kind in ("exact", "near", "canonical")
+        )
+        minutes = self._interval / 60
+        last_filtered, last_dropped = self._last
+        self._last = (filtered, dropped)
+        logger.info(
+            "scrapy-dedup: filtered %s URLs (at %s/min), dropped %s duplicate items (at %s/min)",
+            _count(filtered),
+            _count((filtered - last_filtered) / minutes),
+            _count(dropped),
+            _count((dropped - last_dropped) / minutes),
+        )
+
+    def _closed(self) -> None:
+        if self._progress is not None and self._progress.running:
+            self._progress.stop()
+
+    def _stopped(self) -> None:
+        # After every spider_closed handler (the components' last stats are in).
+        if not self.components:
+            return
+        line = summary_line(self.crawler.stats.get_stats())
+        if line:
+            logger.info("scrapy-dedup summary: %s", line)
