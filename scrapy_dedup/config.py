@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_CANONICAL_CHECK_HOMEPAGE": True,  # ignore a canonical to the homepage from a page
     "DEDUP_CANONICAL_HEAD_LIMIT": 1024 * 1024,  # bytes of a page searched for the head's link
     "DEDUP_FETCHED_URL_FIELD": "fetched_url",  # where the fetched URL goes when it differs
+    # "clean": an item's URL without what the URL rules drop (tracking and session
+    # parameters, fragment), or the page's own rel=canonical; "fetched": as fetched
+    "DEDUP_ITEM_URL": "clean",
     # a later page's item is a canonical duplicate only when its text is this close
     # (estimated Jaccard) to an item already filed under the canonical URL
     "DEDUP_CANONICAL_MIN_SIMILARITY": 0.5,
@@ -235,6 +238,7 @@ class DedupConfig:
     text_fields: tuple[str, ...] = ("text",)
     url_field: str = "url"
     fetched_url_field: str = "fetched_url"
+    item_url: str = "clean"
     on_duplicate: str = "drop"
     near_method: str = "minhash"
     near_threshold: float = 0.75
@@ -282,6 +286,7 @@ class DedupConfig:
             text_fields=r.fields("DEDUP_TEXT_FIELD"),
             url_field=r.text("DEDUP_URL_FIELD"),
             fetched_url_field=r.text("DEDUP_FETCHED_URL_FIELD"),
+            item_url=r.choice("DEDUP_ITEM_URL", ("clean", "fetched")),
             on_duplicate=r.choice("DEDUP_ON_DUPLICATE", ("drop", "mark")),
             near_method=r.choice("DEDUP_NEAR_METHOD", ("minhash", "simhash", "off")),
             near_threshold=_near_threshold(r),
@@ -313,14 +318,21 @@ class DedupConfig:
         config.canonicalizer()  # host rules are checked by building one
         return config
 
-    def canonicalizer(self) -> URLCanonicalizer:
-        """A :class:`URLCanonicalizer` with the ``DEDUP_URL_*`` rules."""
+    def canonicalizer(self, *, dropping_only: bool = False) -> URLCanonicalizer:
+        """A :class:`URLCanonicalizer` with the ``DEDUP_URL_*`` rules; with
+        ``dropping_only``, one that only takes out what they drop (tracking
+        and session parameters, fragments) and rewrites nothing else: the
+        clean URL of an item (``DEDUP_ITEM_URL``)."""
+        rules = dict(self.url_rules)
+        if dropping_only:
+            kept = ("session_param", "tracking_param", "empty_query", "fragment")
+            rules = {name: rules.get(name, True) and name in kept for name in RULES}
         try:
             return URLCanonicalizer(
                 strip_params=self.url_strip_params,
                 keep_params=self.url_keep_params,
                 host_rules=self.url_host_rules,
-                **self.url_rules,
+                **rules,
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"invalid DEDUP_URL_HOST_RULES: {exc}") from exc

@@ -53,6 +53,10 @@ class ContentDedupPipeline:
         self.text_fields = list(config.text_fields)
         self.url_field = config.url_field
         self.fetched_url_field = config.fetched_url_field
+        # DEDUP_ITEM_URL = "clean": items get their page's clean URL.
+        self._cleaner = (
+            config.canonicalizer(dropping_only=True) if config.item_url == "clean" else None
+        )
         self.on_duplicate = config.on_duplicate
         self.near: NearMethod | None = make_method(
             config.near_method,
@@ -146,6 +150,14 @@ class ContentDedupPipeline:
         if filed is not None and filed[0] != url:
             self._file_under(adapter, filed[0], url)
             url = filed[0]
+        elif self._cleaner is not None and url:
+            # The URL the page declares its own, else the fetched one, without
+            # what the URL rules drop (?utm_source=..., ;jsessionid=..., #top).
+            own = filed[3] if filed is not None and filed[3] else url
+            clean = self._cleaner.canonicalize(own)
+            if clean != url:
+                self._file_under(adapter, clean, url)
+                url = clean
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
@@ -195,7 +207,9 @@ class ContentDedupPipeline:
         assert self.store is not None
         return self.store.expired(self.state.keys.of_url(url))
 
-    def _filing(self, url: str, text: str | None) -> tuple[tuple[str, bool, int] | None, Any]:
+    def _filing(
+        self, url: str, text: str | None
+    ) -> tuple[tuple[str, bool, int, str | None] | None, Any]:
         """``((canonical URL, filed there first by another page, its key),
         the text's filing signature)`` of an item from the page at ``url``;
         ``(None, None)`` for an item filed under no canonical URL."""
@@ -244,7 +258,7 @@ class ContentDedupPipeline:
         return False
 
     def _file_under(self, adapter: MutableMapping[str, Any], canonical: str, fetched: str) -> None:
-        """Put the canonical URL in the URL field and keep the fetched one beside it."""
+        """Put the canonical (or clean) URL in the URL field and keep the fetched one beside it."""
         adapter[self.url_field] = canonical
         try:
             adapter[self.fetched_url_field] = fetched
@@ -252,8 +266,8 @@ class ContentDedupPipeline:
             if not self._warned_fetched:
                 self._warned_fetched = True
                 logger.warning(
-                    "%s items have no %s field: items filed under their rel=canonical URL "
-                    "do not keep the fetched URL. Declare the field or set "
+                    "%s items have no %s field: items given their rel=canonical or clean URL "
+                    "(DEDUP_ITEM_URL) do not keep the fetched URL. Declare the field or set "
                     "DEDUP_FETCHED_URL_FIELD.",
                     type(getattr(adapter, "item", adapter)).__name__,
                     self.fetched_url_field,

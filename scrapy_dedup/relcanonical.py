@@ -117,7 +117,10 @@ class RelCanonicalMiddleware:
             earlier = self._claim(key, url)
             # Every page is recorded, its own URL included: the pipeline compares a
             # later variant's items with whatever was filed under the URL first.
-            self.canonicals.record(url, filed_under, duplicate=earlier, key=key)
+            # A declaration of the page's own URL (up to canonicalization) is
+            # the clean URL its items get (DEDUP_ITEM_URL).
+            own = target if verdict == "same" else None
+            self.canonicals.record(url, filed_under, duplicate=earlier, key=key, own=own)
             if self.debug and filed_under != url:
                 logger.debug(
                     "Filing %s under its rel=canonical %s%s",

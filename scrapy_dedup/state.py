@@ -48,9 +48,10 @@ __all__ = ["CanonicalMap", "CrawlState", "resolve_sqlite_path"]
 logger = logging.getLogger(__name__)
 
 
-class CanonicalMap(OrderedDict[str, tuple[str, bool, int]]):
+class CanonicalMap(OrderedDict[str, tuple[str, bool, int, str | None]]):
     """Fetched URL -> (declared canonical URL, whether another page was filed
-    there first, the canonical URL's filing key) of recent responses, for the
+    there first, the canonical URL's filing key, the URL the page declared
+    when it is its own up to canonicalization) of recent responses, for the
     pipeline to file their items under (bounded: items follow their response
     closely)."""
 
@@ -58,8 +59,10 @@ class CanonicalMap(OrderedDict[str, tuple[str, bool, int]]):
         super().__init__()
         self.size = size
 
-    def record(self, fetched: str, canonical: str, *, duplicate: bool, key: int) -> None:
-        self[fetched] = (canonical, duplicate, key)
+    def record(
+        self, fetched: str, canonical: str, *, duplicate: bool, key: int, own: str | None = None
+    ) -> None:
+        self[fetched] = (canonical, duplicate, key, own)
         self.move_to_end(fetched)
         if len(self) > self.size:
             self.popitem(last=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from scrapy.utils.defer import deferred_f_from_coro_f
 
 from tests.conftest import crawl
-from tests.site import Site, canonical_routes
+from tests.site import Site, article, canonical_routes
 from tests.test_pipeline import ArticleSpider
 
 SETTINGS = {
@@ -102,3 +102,46 @@ async def test_every_item_of_the_first_page_filed_under_a_canonical_is_kept(
     assert len({item["fetched_url"] for item in under_product}) == 1
     assert result.stats["dedup/items/canonical"] == 3  # the other hose page's three
     assert result.stats["dedup/url/filtered/rel_canonical"] >= 1  # /products/hose not fetched
+
+
+def _clean_url_site(site: Site) -> None:
+    # The blog links its post and its about page with campaign parameters; the
+    # post declares its clean URL (the same page), the about page declares none.
+    site.routes.update(
+        {
+            "/": lambda q: article(
+                "Blog",
+                "the blog home page with the newest posts",
+                "/brand-new-post?utm_source=blog&utm_campaign=index",
+                "/about?utm_medium=email#team",
+            ),
+            "/brand-new-post": lambda q: article(
+                "Post",
+                "a brand new post about the harbour",
+                extra_head=f'<link rel="canonical" href="{site.url("/brand-new-post")}">',
+            ),
+            "/about": lambda q: article("About", "who writes this blog and why"),
+        }
+    )
+
+
+@deferred_f_from_coro_f
+async def test_items_get_the_clean_url_and_keep_the_fetched_one(fresh_site: Site) -> None:
+    _clean_url_site(fresh_site)
+    url = fresh_site.url
+    result = await crawl(ArticleSpider, SETTINGS, start=url("/"))
+    items = {item["url"]: item.get("fetched_url") for item in result.items}
+    assert items == {
+        url("/"): None,
+        url("/brand-new-post"): url("/brand-new-post?utm_source=blog&utm_campaign=index"),
+        url("/about"): url("/about?utm_medium=email"),
+    }
+
+    # DEDUP_ITEM_URL = "fetched": as they were fetched.
+    result = await crawl(ArticleSpider, {**SETTINGS, "DEDUP_ITEM_URL": "fetched"}, start=url("/"))
+    assert {item["url"] for item in result.items} == {
+        url("/"),
+        url("/brand-new-post?utm_source=blog&utm_campaign=index"),
+        url("/about?utm_medium=email"),
+    }
+    assert not any("fetched_url" in item for item in result.items)
