@@ -138,6 +138,7 @@ class LearnedRules:
                 f" ({', '.join(new[:5])}{' ...' if len(new) > 5 else ''})" if new else "",
             )
             self._stats.inc("dedup/learn/evidence/replayed", self._others)
+            self._stats.flush()  # for the start line
             self._others = 0
 
     def _exchange(self, *records: list[Any]) -> int:
@@ -321,6 +322,7 @@ class LearnedRulesMiddleware:
         # Its frontier row (a store that outlives the run) stays: a later run
         # fetches it, whatever becomes of the rule.
         self.state.unsent.pop(key.key, None)
+        self.stats.inc_value("dedup/url/filtered")
         self.stats.inc_value("dedup/url/filtered/learned")
         if self.learned.debug:
             logger.debug(

@@ -37,15 +37,20 @@ def summary_line(stats: dict[str, Any]) -> str | None:
         return int(stats.get(name, 0) or 0)
 
     filtered = get("dedup/url/filtered")
-    beyond = filtered - get("dedup/url/filtered/exact")
+    # Requests skipped, then fetched after all: a learned rule failed or was
+    # checked at the end, a host's rel=canonical declarations lost trust.
+    learned_back = get("dedup/learn/released") + get("dedup/learn/audited")
+    canonical_back = get("dedup/learn/canonical/refetched")
+    # Scrapy's own filter would have filtered the very same URL again too.
+    beyond = filtered - get("dedup/url/filtered/exact") - learned_back - canonical_back
     parts = []
     if filtered or get("dedup/url/seen"):
-        # What Scrapy's own filter would have filtered too: the very same URL again.
         why = [
             (get("dedup/url/filtered/previous_run"), "earlier runs"),
-            (get("dedup/url/filtered/rel_canonical"), "rel=canonical"),
-            (get("dedup/url/filtered/learned"), "learned rules"),
+            (get("dedup/url/filtered/rel_canonical") - canonical_back, "rel=canonical"),
+            (get("dedup/url/filtered/learned") - learned_back, "learned rules"),
         ]
+        why = [(max(n, 0), what) for n, what in why]
         rules = beyond - sum(n for n, _ in why)
         details = [f"{_count(rules)} by URL rules"] if rules > 0 else []
         details += [f"{_count(n)} by {what}" for n, what in why if n]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sqlite3
 import time
@@ -220,7 +221,7 @@ async def test_with_sqlite_what_a_rule_skipped_stays_for_the_next_run(
 
 @deferred_f_from_coro_f
 async def test_a_recrawl_starts_with_the_rules_the_store_learned(
-    messy: tuple[Site, MessySite], tmp_path: Any
+    messy: tuple[Site, MessySite], tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A crawl stopped early (CLOSESPIDER_PAGECOUNT) after rules were learned;
     # the next run resumes its frontier with those rules from its first
@@ -238,9 +239,13 @@ async def test_a_recrawl_starts_with_the_rules_the_store_learned(
     first_fetched = _fetched(site, model)
     assert first.stats["finish_reason"] == "closespider_pagecount"
     assert first.stats["dedup/learn/adopted"] >= 4
-    second = await _crawl(site, settings)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="scrapy_dedup"):
+        second = await _crawl(site, settings)
     fetched = first_fetched + _fetched(site, model)
     stats = second.stats
+    replayed = first.stats["response_received_count"]
+    assert f"learned rules from {replayed:,} pages of earlier runs" in caplog.text
     print(f"{whole_fetches} fetches in one crawl, {len(first_fetched)} + {len(site.log)} in two")
     assert stats["dedup/learn/evidence/replayed"] == first.stats["response_received_count"]
     assert not real - set(fetched)

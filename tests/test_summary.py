@@ -41,10 +41,12 @@ async def test_the_log_says_what_is_on_how_it_goes_and_what_it_saved(
 def test_the_summary_counts_what_each_stage_saved() -> None:
     stats = {
         "dedup/url/seen": 100,
-        "dedup/url/filtered": 70,
+        "dedup/url/filtered": 74,
         "dedup/url/filtered/exact": 20,  # Scrapy's own filter drops these too
         "dedup/url/filtered/rel_canonical": 5,
-        "dedup/url/filtered/learned": 15,
+        "dedup/url/filtered/learned": 19,
+        "dedup/learn/released": 3,  # skipped, then fetched after all: a rule failed
+        "dedup/learn/audited": 1,  # ... checked at the end
         "downloader/response_count": 100,
         "downloader/response_bytes": 100 * 20480,
         "dedup/items/unique": 80,
