@@ -166,8 +166,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         if skip is None:
             return False
         if self._frontier:
-            # Its row stays in the store's frontier: a later run fetches it,
-            # whatever becomes of the rule.
+            # Its row stays in the store's frontier: a later run gets it back
+            # and checks it again.
             self.state.unsent.pop(request_key.key, None)
         self._learned = (request, skip)
         return True

@@ -300,13 +300,15 @@ class _Page(NamedTuple):
     url: str
     enough: bool  # enough text to count as evidence for a rule
     used: tuple[Rule, ...]  # the adopted rules that changed its URL
+    earlier: bool = False  # fetched by an earlier run (replayed from the store)
 
 
 @dataclass
 class _Host:
     rules: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Rule] = field(default_factory=dict)
     adopted: list[Rule] = field(default_factory=list)
-    history: list[tuple[str, int, bool]] = field(default_factory=list)  # url, digest, enough
+    # url, digest, enough, fetched by an earlier run
+    history: list[tuple[str, int, bool, bool]] = field(default_factory=list)
     pages: set[int] = field(default_factory=set)  # keys of the page URLs observed
     by_text: dict[int, list[str]] = field(default_factory=dict)  # digest -> first URLs
     # class URL key under every adopted rule -> its first fetched page
@@ -331,6 +333,7 @@ class Learner:
         max_kept: int = 100_000,
         frozen: bool = False,
         inc: Callable[[str, int], None] | None = None,
+        kept: Callable[[str], bool] | None = None,
     ) -> None:
         if min_support < 1:
             raise ValueError("min_support must be at least 1")
@@ -340,6 +343,10 @@ class Learner:
         #: Learn no new rule: the loaded ones apply (and can still fail).
         self.frozen = frozen
         self.inc: Callable[[str, int], None] = inc or _ignore
+        #: Whether a page an earlier run fetched still stands for its class:
+        #: its items were kept (and it is not to be fetched again). ``None``:
+        #: always (no store to ask).
+        self.kept_earlier = kept
         self.hosts: dict[str, _Host] = {}
         self.kept = 0
         self._adoptions = 0
@@ -423,6 +430,11 @@ class Learner:
         copy = host.copies.get(_key(rewritten.url))
         if copy is None:
             return None
+        if copy.earlier and self.kept_earlier is not None and not self.kept_earlier(copy.url):
+            # An earlier run fetched that page but did not keep it (no item, a
+            # failed callback, DEDUP_RECRAWL_AFTER passed, forgotten): fetched,
+            # its class gets this run's page.
+            return None
         first = parts.first
         if any(_where(rule, first) not in rule.seen_in for rule in used) or self._sampled(host):
             # Fetched: a rule skips in a part of the site (first path segment)
@@ -481,9 +493,10 @@ class Learner:
             self.inc("dedup/learn/audited", len(picked))
         return picked
 
-    def observe(self, url: str, digest: int, length: int) -> list[Any]:
+    def observe(self, url: str, digest: int, length: int, earlier: bool = False) -> list[Any]:
         """Record a fetched page (its canonical URL, its visible text's digest
-        and length); the kept requests a contradiction released."""
+        and length; ``earlier``: fetched by an earlier run); the kept requests
+        a contradiction released."""
         parts = _split(url)
         if parts is None:
             return []
@@ -495,18 +508,18 @@ class Learner:
         enough = length >= MIN_TEXT
         based, used = self._apply(host, parts)
         if host.adopted:
-            self._check_copies(host, parts, based, _Page(digest, url, enough, used))
+            self._check_copies(host, parts, based, _Page(digest, url, enough, used, earlier))
         for rule in list(host.rules.values()):
             if rule.state == CANDIDATE:
                 self._evidence(host, rule, parts, based, digest, enough)
         if len(host.history) < _HISTORY:
-            host.history.append((url, digest, enough))
+            host.history.append((url, digest, enough, earlier))
         if enough:
-            earlier = host.by_text.setdefault(digest, [])
-            for other in earlier:
+            same_text = host.by_text.setdefault(digest, [])
+            for other in same_text:
                 self._propose(host, other, url)
-            if len(earlier) < _PAIRS_PER_TEXT:
-                earlier.append(url)
+            if len(same_text) < _PAIRS_PER_TEXT:
+                same_text.append(url)
         released, self._released = self._released, []
         return released
 
@@ -544,6 +557,8 @@ class Learner:
                     rule.verified += 1
                     rule.seen_in.add(_where(rule, parts.first))
                 self.inc("dedup/learn/verified", 1)
+                if first.earlier and not page.earlier:
+                    host.copies[cls] = page  # this run's page stands for the class
             return
         self._blame(host, parts, first.url)
 
@@ -732,13 +747,16 @@ class Learner:
         for rule in candidates:
             rule.classes.clear()
             rule.confirmed.clear()
-        for url, digest, enough in host.history:
+        for url, digest, enough, earlier in host.history:
             parts = _split(url)
             if parts is None:
                 continue
             based, used = self._apply(host, parts)
             if host.adopted and enough:
-                host.copies.setdefault(_key(based.url), _Page(digest, url, enough, used))
+                cls = _key(based.url)
+                first = host.copies.get(cls)
+                if first is None or (first.earlier and not earlier):
+                    host.copies[cls] = _Page(digest, url, enough, used, earlier)
             for rule in candidates:
                 if rule.state == CANDIDATE:  # (one may be adopted meanwhile)
                     self._evidence(host, rule, parts, based, digest, enough)
@@ -765,7 +783,7 @@ class Learner:
                 continue
             rule = host.rules[key] = Rule(a.host, kind, old, new)
             self.inc("dedup/learn/proposed", 1)
-            for url, digest, enough in host.history:  # the pages fetched so far
+            for url, digest, enough, _ in host.history:  # the pages fetched so far
                 parts = _split(url)
                 if parts is not None and rule.state == CANDIDATE:
                     based = self._apply(host, parts)[0]

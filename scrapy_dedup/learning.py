@@ -32,6 +32,7 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.http import TextResponse
 
 from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.learn import CanonicalTrust, Learner, Skip, body_digest, page_digest
 from scrapy_dedup.state import CrawlState
 
@@ -71,6 +72,7 @@ class LearnedRules:
             max_kept=config.learn_max_kept,
             frozen=config.learn_frozen,
             inc=self._stats.inc,
+            kept=self._kept_earlier,
         )
         self.canonical_trust = CanonicalTrust(
             min_support=config.learn_min_support, sample=config.learn_sample, inc=self._stats.inc
@@ -123,10 +125,21 @@ class LearnedRules:
 
     # -- the evidence log ---------------------------------------------------------
 
+    def _kept_earlier(self, url: str) -> bool:
+        """Whether an earlier run kept the page at canonical ``url`` (its items
+        are saved) and this run does not fetch it again: only then does it
+        stand for its class (a list page that gave no item, a failed page, a
+        page past DEDUP_RECRAWL_AFTER or forgotten is fetched again, and so
+        are its copies, until this run fetched one)."""
+        store = self.state.store
+        key = self.state.keys.of_url(url)
+        info = store.get_url(key)
+        return info is not None and bool(info & PREVIOUS_RUN) and not store.expired(key)
+
     def _replay(self) -> None:
         """At start, what earlier runs and the other workers fetched."""
         before = {rule.name for rule in self.learner.rules() if rule.state == "adopted"}
-        self._exchange()
+        self._exchange(earlier=True)
         if self._position:
             adopted = [r for r in self.learner.rules() if r.state == "adopted"]
             new = [r.name for r in adopted if r.name not in before]
@@ -141,10 +154,10 @@ class LearnedRules:
             self._stats.flush()  # for the start line
             self._others = 0
 
-    def _exchange(self, *records: list[Any]) -> int:
+    def _exchange(self, *records: list[Any], earlier: bool = False) -> int:
         """Append ``records`` (and what waits) to the store's log, and apply
-        what the log holds since the last exchange, in its order; how many
-        requests that scheduled again."""
+        what the log holds since the last exchange, in its order (``earlier``:
+        pages of earlier runs, at start); how many requests that scheduled again."""
         outbox = self._outbox + [json.dumps(r, separators=(",", ":")) for r in records]
         self._outbox = []
         found, self._position = self.state.store.exchange_evidence(outbox, self._position)
@@ -160,13 +173,13 @@ class LearnedRules:
                     target, digest, page = str(record[2]), int(record[3]), str(record[4])
                 else:
                     continue  # a kind a newer version writes
-            except (ValueError, TypeError, IndexError, KeyError):
+            except (ValueError, TypeError, IndexError, KeyError, OverflowError):
                 self._stats.inc("dedup/learn/evidence/unreadable")
                 continue
             if kind == "o":
                 if worker != self._worker:
                     self._others += 1
-                released += self.learner.observe(url, digest, length)
+                released += self.learner.observe(url, digest, length, earlier)
                 targets += self.canonical_trust.observe(url, digest)
             elif worker != self._worker:  # this process's own were applied when made
                 self.canonical_trust.record(target, digest, page)
@@ -320,7 +333,7 @@ class LearnedRulesMiddleware:
         if skip is None:
             return None
         # Its frontier row (a store that outlives the run) stays: a later run
-        # fetches it, whatever becomes of the rule.
+        # gets it back and checks it again.
         self.state.unsent.pop(key.key, None)
         self.stats.inc_value("dedup/url/filtered")
         self.stats.inc_value("dedup/url/filtered/learned")

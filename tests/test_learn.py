@@ -225,3 +225,31 @@ def test_rules_export_and_load_as_an_editable_file() -> None:
 def test_a_bad_rules_file_is_a_clear_error(bad: object) -> None:
     with pytest.raises(ValueError, match=r"rules file|rule"):
         Learner().load(bad)  # type: ignore[arg-type]
+
+
+def test_a_page_an_earlier_run_did_not_keep_stands_for_no_class() -> None:
+    # A later run replays the evidence: ?sid does not matter. A variant of a
+    # page the earlier run kept is skipped; one of a page it did not keep (a
+    # list page that gave no item, a failed page, one past DEDUP_RECRAWL_AFTER)
+    # is fetched, and then stands for its class in this run.
+    text = "words of a page long enough to be evidence for a rule " * 8
+
+    def pages(learner: Learner, earlier: bool) -> None:
+        for n in range(4):
+            for sid in ("aaaa1111", "bbbb2222"):
+                learner.observe(
+                    f"https://shop.test/item/{n}?sid={sid}", hash(f"{text}{n}"), 500, earlier
+                )
+
+    kept_pages = {"https://shop.test/item/0?sid=aaaa1111"}
+    learner = Learner(sample=0, kept=kept_pages.__contains__)
+    pages(learner, earlier=True)
+    assert [r.name for r in learner.rules() if r.state == "adopted"] == [
+        "shop.test: ?sid does not matter"
+    ]
+    skip = learner.check("https://shop.test/item/0?sid=cccc3333")
+    assert skip is not None and skip.copy_of == "https://shop.test/item/0?sid=aaaa1111"
+    assert learner.check("https://shop.test/item/1?sid=cccc3333") is None  # not kept: fetched
+    learner.observe("https://shop.test/item/1?sid=cccc3333", hash(f"{text}1"), 500)
+    skip = learner.check("https://shop.test/item/1?sid=dddd4444")
+    assert skip is not None and skip.copy_of == "https://shop.test/item/1?sid=cccc3333"
