@@ -324,14 +324,20 @@ class DedupConfig:
         and session parameters, fragments) and rewrites nothing else: the
         clean URL of an item (``DEDUP_ITEM_URL``)."""
         rules = dict(self.url_rules)
+        host_rules = self.url_host_rules
         if dropping_only:
             kept = ("session_param", "tracking_param", "empty_query", "fragment")
             rules = {name: rules.get(name, True) and name in kept for name in RULES}
+            # A host's rules may switch rules off, never a rewriting one on.
+            host_rules = {
+                host: {k: v for k, v in overrides.items() if k not in RULES or k in kept}
+                for host, overrides in (host_rules or {}).items()
+            }
         try:
             return URLCanonicalizer(
                 strip_params=self.url_strip_params,
                 keep_params=self.url_keep_params,
-                host_rules=self.url_host_rules,
+                host_rules=host_rules,
                 **rules,
             )
         except (TypeError, ValueError) as exc:

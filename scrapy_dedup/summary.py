@@ -40,9 +40,12 @@ def summary_line(stats: dict[str, Any]) -> str | None:
     # Requests skipped, then fetched after all: a learned rule failed or was
     # checked at the end, a host's rel=canonical declarations lost trust.
     learned_back = get("dedup/learn/released") + get("dedup/learn/audited")
-    canonical_back = get("dedup/learn/canonical/refetched")
+    # (A target skipped on trust was filtered at most once, however often refetched.)
+    canonical_back = min(
+        get("dedup/learn/canonical/refetched"), get("dedup/url/filtered/rel_canonical")
+    )
     # Scrapy's own filter would have filtered the very same URL again too.
-    beyond = filtered - get("dedup/url/filtered/exact") - learned_back - canonical_back
+    beyond = max(0, filtered - get("dedup/url/filtered/exact") - learned_back - canonical_back)
     parts = []
     if filtered or get("dedup/url/seen"):
         why = [

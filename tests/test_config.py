@@ -211,3 +211,18 @@ def test_the_add_on_keeps_the_project_components_and_ties_with_none() -> None:
         ours = {k: v for k, v in components.items() if "scrapy_dedup" in k}
         others = {v for k, v in components.items() if "scrapy_dedup" not in k}
         assert ours and not set(ours.values()) & others, (name, ours)
+
+
+def test_a_clean_item_url_only_loses_what_the_rules_drop() -> None:
+    from scrapy.settings import Settings
+
+    from scrapy_dedup.config import DedupConfig
+
+    config = DedupConfig.from_settings(
+        Settings({"DEDUP_URL_HOST_RULES": {"e.test": {"www": True, "query_order": True}}})
+    )
+    cleaner = config.canonicalizer(dropping_only=True)
+    assert (
+        cleaner.canonicalize("http://www.e.test/A/B/?b=1&a=2&utm_source=x#top")
+        == "http://www.e.test/A/B/?b=1&a=2"
+    )

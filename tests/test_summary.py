@@ -61,3 +61,18 @@ def test_the_summary_counts_what_each_stage_saved() -> None:
         "(3 exact, 2 near), 80 kept; 7 pages filed under rel=canonical; 2 learned URL rules"
     )
     assert summary_line({}) is None
+
+
+def test_the_summary_never_counts_below_zero() -> None:
+    # Fifty pages declaring one target that lost trust refetch it fifty times.
+    line = summary_line(
+        {
+            "dedup/url/filtered": 10,
+            "dedup/url/filtered/rel_canonical": 1,
+            "dedup/learn/canonical/refetched": 50,
+            "downloader/response_count": 10,
+            "downloader/response_bytes": 10_000,
+        }
+    )
+    assert line is not None and "-" not in line
+    assert line.startswith("9 fetches saved beyond Scrapy's own filter (9 by URL rules)")

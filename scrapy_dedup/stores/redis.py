@@ -520,7 +520,8 @@ class RedisStore(DedupStore):
             pipe.lrange(name, start, -1)
 
         found = self._pipe("exchange learned-rule evidence", exchange)[-1]
-        return [r.decode("utf-8", "surrogatepass") for r in found], start + len(found)
+        # (A record another program wrote that is not UTF-8 is read, and skipped as unreadable.)
+        return [r.decode("utf-8", "replace") for r in found], start + len(found)
 
     def _pending_names(self) -> list[str]:
         return [f"{self.base}:p:{byte:02x}" for byte in range(256)]
