@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from scrapy import signals
 from scrapy.crawler import AsyncCrawlerRunner
 from scrapy.utils.defer import deferred_f_from_coro_f
 
-from scrapy_dedup.stores import StoreError, guarded, open_store
+from scrapy_dedup.stores import GuardedStore, StoreError, guarded, open_store
 from scrapy_dedup.stores.redis import RedisStore
 from tests.conftest import BASE_SETTINGS
 from tests.crawl_worker import NewsSpider
@@ -304,3 +305,41 @@ def test_an_unreachable_redis_cluster_is_one_error_naming_the_uri() -> None:
     assert "direct cause" not in result.stderr
     assert "During handling" not in result.stderr
     _assert_hidden(result.stderr)
+
+
+def test_evidence_learned_while_redis_is_down_reaches_the_log(
+    own_redis: tuple[str, subprocess.Popen[bytes]], quick_retry: None
+) -> None:
+    # A worker learns on its own while Redis is frozen; once it answers, what
+    # the worker fetched meanwhile is appended, for the others and later runs.
+    url, server = own_redis
+    errors: list[str] = []
+    store = GuardedStore(
+        RedisStore.from_uri(url, "learn", timeout=0.3),
+        url,
+        "continue",
+        count=errors.append,
+        stop=lambda: None,
+    )
+    assert store.exchange_evidence(["a"], 0) == (["a"], 1)
+    server.send_signal(signal.SIGSTOP)
+    try:
+        assert store.exchange_evidence(["b"], 1) == (["b"], 1)  # applied here at once
+        assert store.exchange_evidence(["c"], 1) == (["c"], 1)
+    finally:
+        server.send_signal(signal.SIGCONT)
+    assert "dedup/store/errors" in errors
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # until the store answers again
+        found, position = store.exchange_evidence([], 1)
+        if position > 1:
+            break
+        time.sleep(0.1)
+    # (The frozen server ran the append whose reply timed out: "b" may come
+    # twice, which the learner ignores: a page it has.)
+    assert found in (["b", "c"], ["b", "b", "c"]) and position == 1 + len(found)
+    assert store.exchange_evidence(["d"], position) == (["d"], position + 1)
+    other = RedisStore.from_uri(url, "learn")
+    assert other.exchange_evidence([], 0) == (["a", *found, "d"], position + 1)
+    other.close()
+    store.close()

@@ -23,6 +23,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _RETRY_AFTER = 5.0  # seconds a failed store is bypassed before it is tried again
+_EVIDENCE_BACKLOG = 100_000  # learned-rule evidence records kept for a store that is down
 
 
 class GuardedStore(DedupStore):
@@ -61,6 +62,7 @@ class GuardedStore(DedupStore):
         local = store.fallback()
         self._local = MemoryStore() if local is None else local
         self._probe: threading.Thread | None = None
+        self._evidence: list[str] = []  # evidence records the store has not taken yet
         self._answered = threading.Event()  # set by the probe when the store answers
         if hasattr(store, "on_write_error"):
             # SQLite answers from memory: a failed write (disk full) loses no
@@ -225,10 +227,21 @@ class GuardedStore(DedupStore):
 
     def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
         # While the store is down this process learns on its own, from where
-        # the log was: nothing is lost, only not shared.
-        return self._guard(
-            self.store.exchange_evidence, self._local.exchange_evidence, records, start
-        )
+        # the log was, and keeps its records: appended once the store answers
+        # (read back then, they change nothing: the learner has them).
+        if not self._down_until or self._recovered():
+            try:
+                found = self.store.exchange_evidence(self._evidence + records, start)
+            except StoreError as exc:
+                self._failed(exc)
+            else:
+                self._evidence = []
+                return found
+        else:
+            self._count("dedup/store/bypassed")
+        if len(self._evidence) < _EVIDENCE_BACKLOG:
+            self._evidence += records[: _EVIDENCE_BACKLOG - len(self._evidence)]
+        return self._local.exchange_evidence(records, start)
 
     def add_pending(self, key: int, request: str) -> None:
         self._durable(lambda: self.store.add_pending(key, request))
