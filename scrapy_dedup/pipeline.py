@@ -89,6 +89,7 @@ class ContentDedupPipeline:
         self.store: DedupStore | None = None
         self.canonicals: CanonicalMap | None = None
         self._warned_fetched = False
+        self._warned_clean = False
         # Writes of kept items wait until the item is out of every pipeline,
         # so a store that outlives the run never records an item that was lost.
         self._held: dict[int, tuple[Any, Any]] = {}
@@ -155,8 +156,8 @@ class ContentDedupPipeline:
             # what the URL rules drop (?utm_source=..., ;jsessionid=..., #top).
             own = filed[3] if filed is not None and filed[3] else url
             clean = self._cleaner.canonicalize(own)
-            if clean != url:
-                self._file_under(adapter, clean, url)
+            if clean != url and self._keep_fetched(adapter, url):
+                adapter[self.url_field] = clean
                 url = clean
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
@@ -257,6 +258,24 @@ class ContentDedupPipeline:
                 return True
         return False
 
+    def _keep_fetched(self, adapter: MutableMapping[str, Any], fetched: str) -> bool:
+        """Put the fetched URL in its field, if the item has one: a clean URL
+        never replaces the fetched one without keeping it."""
+        try:
+            adapter[self.fetched_url_field] = fetched
+        except KeyError:
+            if not self._warned_clean:
+                self._warned_clean = True
+                logger.warning(
+                    "%s items have no %s field: their URLs are left as fetched, tracking "
+                    "parameters and all (DEDUP_ITEM_URL). Declare the field, or set "
+                    "DEDUP_FETCHED_URL_FIELD or DEDUP_ITEM_URL = 'fetched'.",
+                    type(getattr(adapter, "item", adapter)).__name__,
+                    self.fetched_url_field,
+                )
+            return False
+        return True
+
     def _file_under(self, adapter: MutableMapping[str, Any], canonical: str, fetched: str) -> None:
         """Put the canonical (or clean) URL in the URL field and keep the fetched one beside it."""
         adapter[self.url_field] = canonical
@@ -266,8 +285,8 @@ class ContentDedupPipeline:
             if not self._warned_fetched:
                 self._warned_fetched = True
                 logger.warning(
-                    "%s items have no %s field: items given their rel=canonical or clean URL "
-                    "(DEDUP_ITEM_URL) do not keep the fetched URL. Declare the field or set "
+                    "%s items have no %s field: items filed under their rel=canonical URL "
+                    "do not keep the fetched URL. Declare the field or set "
                     "DEDUP_FETCHED_URL_FIELD.",
                     type(getattr(adapter, "item", adapter)).__name__,
                     self.fetched_url_field,

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import scrapy
 from scrapy.utils.defer import deferred_f_from_coro_f
 
 from tests.conftest import crawl
@@ -145,3 +151,32 @@ async def test_items_get_the_clean_url_and_keep_the_fetched_one(fresh_site: Site
         url("/about?utm_medium=email"),
     }
     assert not any("fetched_url" in item for item in result.items)
+
+
+class Page(scrapy.Item):
+    """An item type with no ``fetched_url`` field."""
+
+    url = scrapy.Field()
+    text = scrapy.Field()
+
+
+class PageSpider(ArticleSpider):
+    def parse(self, response: scrapy.http.Response) -> Iterator[Any]:
+        yield Page(url=response.url, text=" ".join(response.css("main ::text").getall()))
+        yield from response.follow_all(css="nav a", callback=self.parse)
+
+
+@deferred_f_from_coro_f
+async def test_an_item_without_a_fetched_url_field_keeps_the_url_it_was_fetched_from(
+    fresh_site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    _clean_url_site(fresh_site)
+    url = fresh_site.url
+    with caplog.at_level(logging.WARNING, logger="scrapy_dedup"):
+        result = await crawl(PageSpider, SETTINGS, start=url("/"))
+    assert {item["url"] for item in result.items} == {
+        url("/"),
+        url("/brand-new-post?utm_source=blog&utm_campaign=index"),
+        url("/about?utm_medium=email"),
+    }
+    assert "Page items have no fetched_url field: their URLs are left as fetched" in caplog.text
