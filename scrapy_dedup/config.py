@@ -76,6 +76,9 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_LEARN_FROZEN": False,  # learn no new rule: only those of DEDUP_LEARN_RULES
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
+    # at the end, write <path>.json and a self-contained <path>.html of what
+    # dedup did (%(name)s and %(time)s as in FEEDS); None: no report
+    "DEDUP_REPORT": None,
 }
 
 
@@ -270,6 +273,7 @@ class DedupConfig:
     learn_frozen: bool = False
     # Logging
     debug: bool = False
+    report: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> DedupConfig:
@@ -314,6 +318,7 @@ class DedupConfig:
             learn_rules=r.optional_text("DEDUP_LEARN_RULES"),
             learn_frozen=r.flag("DEDUP_LEARN_FROZEN"),
             debug=r.flag("DEDUP_DEBUG"),
+            report=r.optional_text("DEDUP_REPORT"),
         )
         config.canonicalizer()  # host rules are checked by building one
         return config

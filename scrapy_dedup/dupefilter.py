@@ -27,6 +27,9 @@ __all__ = ["CanonicalDupeFilter"]
 logger = logging.getLogger(__name__)
 
 _REASONS = (*RULES, "exact", "rel_canonical", "previous_run")
+# With DEDUP_REPORT (and not DEDUP_DEBUG): the first URLs of this many keys
+# are kept, so the report's examples name the URL each request was seen as.
+_REPORT_FIRST_URLS = 100_000
 _REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in _REASONS}
 _WHY = {
     "exact": "the same URL",
@@ -63,7 +66,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
         state.attach()
         state.summary.uses("URL dupefilter")
         self._logged_first = False
-        # Only with debug on: which URL first claimed each key, for the log.
+        self.report = state.summary.report  # DEDUP_REPORT: examples per rule
+        # Only with debug on (or a report): which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
         self._last: tuple[Request, int, int, int] | None = None
         # Keys a redirect was let through for: once each, so that follow-up
@@ -119,7 +123,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
             self._stats.inc("dedup/url/seen")
             if self._frontier:
                 self._add_pending(key, request)
-            if self.debug:
+            if self.debug or (
+                self.report is not None and len(self._first_urls) < _REPORT_FIRST_URLS
+            ):
                 self._first_urls[key] = request.url
         return request_key, first
 
@@ -191,6 +197,8 @@ class CanonicalDupeFilter(BaseDupeFilter):
             self._inc_value("dupefilter/filtered")
             self._stats.inc("dedup/url/filtered")
             self._stats.inc("dedup/url/filtered/learned")
+            if self.report is not None:
+                self.report.url_filtered(("learned",), request.url, skip.copy_of, skip.copy_of)
             if self.debug:
                 logger.debug(
                     "Filtered duplicate request: %(request)s is a copy of %(copy)s by learned "
@@ -215,6 +223,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._stats.inc("dedup/url/filtered")
         for reason in reasons:
             self._stats.inc(_REASON_STATS[reason])
+        if self.report is not None:
+            seen_as = request.url if reasons == ("exact",) else self._first_urls.get(key)
+            self.report.url_filtered(reasons, request.url, self.keys.compute(request).url, seen_as)
         self._log_filtered(request, key, reasons)
 
     def _log_filtered(self, request: Request, key: int, reasons: tuple[str, ...]) -> None:

@@ -370,6 +370,7 @@ class Learner:
                 if rule.state == CANDIDATE:
                     continue
                 entry = _rule_spec(rule)
+                entry["means"] = rule.spec  # for the reader; load() ignores it
                 if rule.state == REVOKED:
                     entry["revoked"] = True
                 entry["not_under"] = sorted(f"/{first}" for first in rule.excluded)

@@ -337,6 +337,10 @@ class LearnedRulesMiddleware:
         self.state.unsent.pop(key.key, None)
         self.stats.inc_value("dedup/url/filtered")
         self.stats.inc_value("dedup/url/filtered/learned")
+        if self.state.summary.report is not None:
+            self.state.summary.report.url_filtered(
+                ("learned",), request.url, skip.copy_of, skip.copy_of
+            )
         if self.learned.debug:
             logger.debug(
                 "Not fetching %s: a copy of %s by learned URL rule %s",

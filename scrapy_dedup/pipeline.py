@@ -93,6 +93,7 @@ class ContentDedupPipeline:
         # Writes of kept items wait until the item is out of every pipeline,
         # so a store that outlives the run never records an item that was lost.
         self._held: dict[int, tuple[Any, Any]] = {}
+        self.report = self.state.summary.report  # DEDUP_REPORT: duplicate clusters
         crawler.signals.connect(self._item_done, signal=signals.item_scraped)
         crawler.signals.connect(self._item_lost, signal=signals.item_dropped)
         crawler.signals.connect(self._item_lost, signal=signals.item_error)
@@ -182,7 +183,13 @@ class ContentDedupPipeline:
             if match is not None and match[0] != url:
                 first, score = match
                 return self._duplicate(
-                    item, adapter, "near", first, url, self.near.describe(score)
+                    item,
+                    adapter,
+                    "near",
+                    first,
+                    url,
+                    self.near.describe(score),
+                    score if isinstance(score, float) else None,
                 )
         # Only kept items' texts are recorded, so a duplicate always names a kept
         # item. Claiming the digest settles a race between workers with the same
@@ -300,8 +307,13 @@ class ContentDedupPipeline:
         first: str,
         url: str,
         why: str,
+        similarity: float | None = None,
     ) -> Any:
         self.stats.inc_value(f"dedup/items/{kind}")
+        if self.report is not None:
+            if similarity is None and kind in ("exact", "unchanged"):
+                similarity = 1.0
+            self.report.item_dropped(kind, first, url, why, similarity)
         message = f"{kind} duplicate of {first or '(an item without URL)'} ({why})"
         if self.on_duplicate == "mark":
             try:

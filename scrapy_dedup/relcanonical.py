@@ -72,6 +72,7 @@ class RelCanonicalMiddleware:
         self.store = state.store
         self.canonicals = state.canonicals
         self.learned = learned_rules(state)
+        self.report = state.summary.report  # DEDUP_REPORT: declarations with examples
         state.attach()
         state.summary.uses("rel=canonical")
         crawler.signals.connect(state.detach, signal=signals.spider_closed)
@@ -94,6 +95,8 @@ class RelCanonicalMiddleware:
                 check_homepage=self.check_homepage,
                 canonicalize=self.canonicalizer.canonicalize,
             )
+        if self.report is not None and target is not None and verdict in ("apply", "ignore"):
+            self.report.canonical_seen(verdict, reason, url, target)
         if verdict == "apply" and target is not None:
             self._stats.inc("dedup/canonical/applied")
             # With DEDUP_LEARN, only once the host's declarations proved right

@@ -131,7 +131,7 @@ class CrawlState:
         self.namespace: str | None = None  # once the store is open
         #: The start line, progress and summary in the log; components say
         #: they are on with ``summary.uses(name)``.
-        self.summary = CrawlSummary(crawler, self._store_line)
+        self.summary = CrawlSummary(crawler, self._store_line, self)
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 

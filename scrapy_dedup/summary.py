@@ -5,10 +5,14 @@ at the end. Read from the crawl's stats only."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.asyncio import call_later, create_looping_call
+
+from scrapy_dedup import __version__
+from scrapy_dedup.report import _SAVED_BY, ReportCollector, build_report, savings, write_report
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -36,34 +40,16 @@ def summary_line(stats: dict[str, Any]) -> str | None:
     def get(name: str) -> int:
         return int(stats.get(name, 0) or 0)
 
-    filtered = get("dedup/url/filtered")
-    # Requests skipped, then fetched after all: a learned rule failed or was
-    # checked at the end, a host's rel=canonical declarations lost trust.
-    learned_back = get("dedup/learn/released") + get("dedup/learn/audited")
-    # (A target skipped on trust was filtered at most once, however often refetched.)
-    canonical_back = min(
-        get("dedup/learn/canonical/refetched"), get("dedup/url/filtered/rel_canonical")
-    )
-    # Scrapy's own filter would have filtered the very same URL again too.
-    beyond = max(0, filtered - get("dedup/url/filtered/exact") - learned_back - canonical_back)
     parts = []
-    if filtered or get("dedup/url/seen"):
-        why = [
-            (get("dedup/url/filtered/previous_run"), "earlier runs"),
-            (get("dedup/url/filtered/rel_canonical") - canonical_back, "rel=canonical"),
-            (get("dedup/url/filtered/learned") - learned_back, "learned rules"),
-        ]
-        why = [(max(n, 0), what) for n, what in why]
-        rules = beyond - sum(n for n, _ in why)
-        details = [f"{_count(rules)} by URL rules"] if rules > 0 else []
-        details += [f"{_count(n)} by {what}" for n, what in why if n]
-        line = f"{_count(beyond)} fetches saved beyond Scrapy's own filter"
+    if get("dedup/url/filtered") or get("dedup/url/seen"):
+        saved = savings(stats)
+        labels = dict(_SAVED_BY)
+        details = [f"{_count(n)} by {labels[key]}" for key, n in saved["by"].items() if n > 0]
+        line = f"{_count(saved['fetches'])} fetches saved beyond Scrapy's own filter"
         if details:
             line += f" ({', '.join(details)})"
-        responses = get("downloader/response_count")
-        if beyond and responses:
-            average = get("downloader/response_bytes") / responses
-            line += f", about {_size(beyond * average)} not downloaded"
+        if saved["bytes"]:
+            line += f", about {_size(saved['bytes'])} not downloaded"
         parts.append(line)
     dropped = [
         (get("dedup/items/exact"), "exact"),
@@ -91,10 +77,17 @@ class CrawlSummary:
     (made by :class:`~scrapy_dedup.state.CrawlState`; components say they are
     on with :meth:`uses`)."""
 
-    def __init__(self, crawler: Crawler, describe_store: Any) -> None:
+    def __init__(self, crawler: Crawler, describe_store: Any, state: Any = None) -> None:
         self.crawler = crawler
         self.components: list[str] = []
         self._describe_store = describe_store
+        self._state = state
+        #: What ``DEDUP_REPORT`` needs beyond the stats (``None`` without it);
+        #: components add to it as they filter requests and drop items.
+        self.report: ReportCollector | None = None
+        self._report_path = getattr(getattr(state, "config", None), "report", None)
+        if self._report_path:
+            self.report = ReportCollector()
         self._interval = crawler.settings.getfloat("LOGSTATS_INTERVAL")
         self._progress: Any = None
         self._last = (0, 0)
@@ -154,6 +147,34 @@ class CrawlSummary:
         # After every spider_closed handler (the components' last stats are in).
         if not self.components:
             return
-        line = summary_line(self.crawler.stats.get_stats())
+        stats = self.crawler.stats.get_stats()
+        line = summary_line(stats)
         if line:
             logger.info("scrapy-dedup summary: %s", line)
+        if self.report is not None and self._report_path:
+            self._write_report(stats)
+
+    def _write_report(self, stats: dict[str, Any]) -> None:
+        assert self.report is not None and self._report_path
+        spider = getattr(self.crawler.spider, "name", None) or "crawl"
+        now = datetime.now(timezone.utc)
+        path = self._report_path
+        if "%(" in path:  # as FEEDS URIs: %(name)s, %(time)s
+            path = path % {"name": spider, "time": now.strftime("%Y-%m-%dT%H-%M-%S")}
+        learned = getattr(self._state, "learned", None)
+        report = build_report(
+            self.report,
+            stats,
+            spider=spider,
+            version=__version__,
+            components=self.components,
+            store=self._describe_store(),
+            rules=learned.learner.export() if learned is not None else None,
+            finished=now.isoformat(timespec="seconds"),
+        )
+        try:
+            json_path, html_path = write_report(path, report)
+        except (OSError, TypeError, ValueError) as exc:
+            logger.error("Cannot write the dedup report to %s: %s", path, exc)
+            return
+        logger.info("scrapy-dedup report: %s and %s", html_path, json_path)

@@ -17,13 +17,14 @@ from pathlib import Path
 import scrapy_dedup
 
 PACKAGE = Path(scrapy_dedup.__file__).resolve().parent
-PURE = ("url", "html", "text", "stores", "keys")
+PURE = ("url", "html", "text", "stores", "keys", "report")
 ALLOWED = {  # which parts of the package a pure part may import
     "url": {"url"},
     "text": {"text"},
     "html": {"html", "url"},
     "keys": {"keys", "url"},
     "stores": {"stores", "keys", "url", "text"},
+    "report": {"report"},
 }
 
 
@@ -111,7 +112,7 @@ def test_importing_the_pure_parts_loads_no_scrapy() -> None:
     code = (
         "import sys\n"
         "import scrapy_dedup.url, scrapy_dedup.html, scrapy_dedup.text, scrapy_dedup.stores\n"
-        "import scrapy_dedup.stores.redis, scrapy_dedup.keys\n"
+        "import scrapy_dedup.stores.redis, scrapy_dedup.keys, scrapy_dedup.report\n"
         "from scrapy_dedup import canonicalize_url\n"
         "loaded = sorted(m for m in sys.modules if m == 'scrapy' or m.startswith('scrapy.'))\n"
         "print(loaded)\n"

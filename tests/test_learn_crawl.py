@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -85,10 +86,14 @@ async def _crawl(site: Site, settings: dict[str, Any]) -> CrawlResult:
 
 
 @deferred_f_from_coro_f
-async def test_learning_saves_fetches_and_loses_no_page(messy: tuple[Site, MessySite]) -> None:
+async def test_learning_saves_fetches_and_loses_no_page(
+    messy: tuple[Site, MessySite], tmp_path: Path
+) -> None:
     site, model = messy
     real, plain = model.reachable([f"http://{host}/" for host in HOSTS])
-    learned = await _crawl(site, {"DEDUP_LEARN": True, **ONE_AT_A_TIME})
+    report = tmp_path / "report"
+    settings = {"DEDUP_LEARN": True, "DEDUP_REPORT": str(report), **ONE_AT_A_TIME}
+    learned = await _crawl(site, settings)
     fetched = _fetched(site, model)
     print(
         f"real pages {len(real)}: {plain} fetches without learning "
@@ -107,6 +112,27 @@ async def test_learning_saves_fetches_and_loses_no_page(messy: tuple[Site, Messy
     assert learned.stats["dedup/learn/rule/news.test: ?v does not matter/skipped"] > 20
     assert not [k for k in learned.stats if k.startswith("dedup/learn/rule/wiki.test")]
     assert len([p for p in fetched if p and p.startswith("wiki:page")]) == 4 * model.stories
+
+    # The report lists each rule with its evidence, and what it skipped.
+    data = json.loads(report.with_suffix(".json").read_text("utf-8"))
+    rules = {(r["host"], r["means"]): r for r in data["learned_rules"]["rules"]}
+    v = rules["news.test", "?v does not matter"]
+    assert (
+        v["requests_skipped"]
+        == learned.stats["dedup/learn/rule/news.test: ?v does not matter/skipped"]
+    )
+    assert v["pages_confirming"] >= 3 and v["examples"]
+    for a, b in v["examples"]:
+        assert (
+            urlsplit(a).path == urlsplit(b).path and "v=" in urlsplit(a).query + urlsplit(b).query
+        )
+    assert not [host for host, _ in rules if host == "wiki.test"]
+    skipped = {e["rule"]: e for e in data["url_rules"]}["learned"]
+    assert skipped["urls"] == learned.stats["dedup/url/filtered/learned"]
+    assert skipped["examples"]
+    for example in skipped["examples"]:  # a skipped URL, and the fetched page it copies
+        url, copy = urlsplit(example["url"]), urlsplit(example["seen_as"])
+        assert url.hostname == copy.hostname and url != copy
 
 
 @deferred_f_from_coro_f
