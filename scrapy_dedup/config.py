@@ -323,15 +323,21 @@ class DedupConfig:
         config.canonicalizer()  # host rules are checked by building one
         return config
 
-    def canonicalizer(self, *, dropping_only: bool = False) -> URLCanonicalizer:
+    def canonicalizer(
+        self, *, dropping_only: bool = False, only: frozenset[str] | None = None
+    ) -> URLCanonicalizer:
         """A :class:`URLCanonicalizer` with the ``DEDUP_URL_*`` rules; with
         ``dropping_only``, one that only takes out what they drop (tracking
         and session parameters, fragments) and rewrites nothing else: the
-        clean URL of an item (``DEDUP_ITEM_URL``)."""
+        clean URL of an item (``DEDUP_ITEM_URL``). With ``only``, none of the
+        rules but those named (each as the settings have it): ``scrapy dedup
+        explain`` turns them on one by one."""
         rules = dict(self.url_rules)
         host_rules = self.url_host_rules
         if dropping_only:
-            kept = ("session_param", "tracking_param", "empty_query", "fragment")
+            only = frozenset(("session_param", "tracking_param", "empty_query", "fragment"))
+        if only is not None:
+            kept = only
             rules = {name: rules.get(name, True) and name in kept for name in RULES}
             # A host's rules may switch rules off, never a rewriting one on.
             host_rules = {

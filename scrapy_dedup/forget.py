@@ -6,16 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from scrapy import Request, Spider
-from scrapy.crawler import Crawler
+from scrapy import Spider
 from scrapy.settings import Settings
-from scrapy.utils.misc import build_from_crawler, load_object
-from scrapy.utils.request import RequestFingerprinter
 
-from scrapy_dedup.config import DedupConfig
-from scrapy_dedup.keys import RequestKeys
-from scrapy_dedup.state import resolve_sqlite_path
-from scrapy_dedup.stores import open_store
+from scrapy_dedup.explain import Project, close_store
 
 __all__ = ["forget"]
 
@@ -41,41 +35,13 @@ def forget(
     ``custom_settings`` and the ``ADDONS`` applied), so URL rules and a
     request fingerprinter set there key pages as the crawl did.
     """
-    settings = settings if isinstance(settings, Settings) else Settings(settings or {})
-    crawler = Crawler(spidercls or Spider, settings)
-    crawler.addons.load_settings(crawler.settings)
-    settings = crawler.settings
-    config = DedupConfig.from_settings(settings)
-    key_of = RequestKeys(config.canonicalizer(), _fingerprinter(crawler), Request).of_url
-
-    store = open_store(
-        resolve_sqlite_path(config.store),
-        namespace,
-        prefix=config.redis_prefix,
-        classes=config.store_classes,
-        timeout=config.store_timeout,
-        join=False,  # a Redis store: look, without taking part in a run
-    )
+    urls = list(urls)
+    project = Project.load(settings, spidercls)
+    key_of = project.keys.of_url
+    store = project.open_store(namespace)
     named = {f"key {key_of(url):016x}": url for url in urls}
     try:
         forgotten = store.forget([key_of(url) for url in urls], prefix, key_of)
     finally:
-        store.close()
+        close_store(store)
     return [named.get(label, label) for label in forgotten]
-
-
-def _fingerprinter(crawler: Crawler) -> Any:
-    """The crawl's ``REQUEST_FINGERPRINTER_CLASS`` when it is not Scrapy's
-    default (it decides the keys of a crawl, so it decides these too)."""
-    name = crawler.settings["REQUEST_FINGERPRINTER_CLASS"]
-    cls = load_object(name) if isinstance(name, str) else name
-    if cls is RequestFingerprinter:
-        return None
-    try:
-        return build_from_crawler(cls, crawler)
-    except Exception as exc:
-        raise ValueError(
-            f"cannot build REQUEST_FINGERPRINTER_CLASS {name!r} outside a crawl "
-            f"({type(exc).__name__}: {exc}): it decides which pages are the same, so "
-            "they cannot be found without it"
-        ) from None

@@ -172,6 +172,17 @@ class RequestKeys:
                 pass
         return url_key("GET", self.canonicalizer.canonicalize(url))
 
+    def of_url_traced(self, url: str) -> tuple[int, str, int]:
+        """(key, canonical URL, rule mask) of a plain GET of ``url``, as :meth:`of_url`."""
+        if self.fingerprinter is not None and self.request_class is not None:
+            try:
+                found = self.compute(self.request_class(url))
+                return found.key, found.url, found.mask
+            except ValueError:
+                pass
+        canonical, mask = self.canonicalizer.canonicalize_traced(url)
+        return url_key("GET", canonical), canonical, mask
+
     def remember(self, request: Any, key: RequestKey) -> None:
         """Cache the key of a request that will be fetched (the frontier and
         page records ask for it again); the dupefilter computes each request's

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from typing_extensions import Self
 
-__all__ = ["LearnedRules", "LearnedRulesMiddleware", "learned_rules"]
+__all__ = ["LearnedRules", "LearnedRulesMiddleware", "learned_rules", "read_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,23 @@ def learned_rules(state: CrawlState) -> LearnedRules | None:
         state.learned = LearnedRules(state.crawler, state)
     learned: LearnedRules = state.learned
     return learned
+
+
+def read_record(text: str) -> tuple[str, Any, str, int, Any] | None:
+    """One record of the store's evidence log: ``("o", worker, canonical URL,
+    text digest, text length)`` for a fetched page, ``("c", worker, target,
+    digest, page)`` for a rel=canonical declaration, ``("?", ...)`` for a kind
+    a newer version writes; ``None`` when it cannot be read."""
+    try:
+        record = json.loads(text)
+        kind, worker = record[0], record[1]
+        if kind == "o":
+            return "o", worker, str(record[2]), int(record[3]), int(record[4])
+        if kind == "c":
+            return "c", worker, str(record[2]), int(record[3]), str(record[4])
+        return "?", worker, "", 0, None
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError):
+        return None
 
 
 class LearnedRules:
@@ -164,25 +181,18 @@ class LearnedRules:
         released: list[Any] = []
         targets: list[str] = []
         for text in found:
-            try:
-                record = json.loads(text)
-                kind, worker = record[0], record[1]
-                if kind == "o":
-                    url, digest, length = str(record[2]), int(record[3]), int(record[4])
-                elif kind == "c":
-                    target, digest, page = str(record[2]), int(record[3]), str(record[4])
-                else:
-                    continue  # a kind a newer version writes
-            except (ValueError, TypeError, IndexError, KeyError, OverflowError):
+            record = read_record(text)
+            if record is None:
                 self._stats.inc("dedup/learn/evidence/unreadable")
                 continue
+            kind, worker, url, digest, extra = record
             if kind == "o":
                 if worker != self._worker:
                     self._others += 1
-                released += self.learner.observe(url, digest, length, earlier)
+                released += self.learner.observe(url, digest, int(extra), earlier)
                 targets += self.canonical_trust.observe(url, digest)
-            elif worker != self._worker:  # this process's own were applied when made
-                self.canonical_trust.record(target, digest, page)
+            elif kind == "c" and worker != self._worker:  # own ones applied when made
+                self.canonical_trust.record(url, digest, str(extra))
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
             self._fetch_again(released, "the learned rule that skipped it failed")

@@ -21,6 +21,7 @@ import scrapy
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_f_from_coro_f
 
+from scrapy_dedup.explain import Project, explain, format_explain
 from tests.conftest import CrawlResult, crawl
 from tests.messy_site import MessySite
 from tests.site import Reply, Site
@@ -228,7 +229,19 @@ async def test_with_sqlite_what_a_rule_skipped_stays_for_the_next_run(
     assert "dedup/frontier/refused" not in first.stats  # skipped rows are not thrown away
     with sqlite3.connect(tmp_path / "dedup.db") as db:
         pending = db.execute("SELECT count(*) FROM pending").fetchone()[0]
+        rows = [json.loads(r) for (r,) in db.execute("SELECT request FROM pending LIMIT 20")]
     assert pending == skipped
+
+    # scrapy dedup explain: why one of them is not fetched (the rule, the copy).
+    project = Project.load({**ADDON, **settings}, MessySpider)
+    explained = explain([row["url"] for row in rows], project=project, namespace="messy")
+    for entry in explained:
+        assert entry.learned is not None, entry
+        rules, copy = entry.learned
+        assert rules and urlsplit(copy).hostname == urlsplit(entry.url).hostname
+        assert entry.store is not None and "learned rule" in entry.store
+    text = format_explain(explained, learning=True)
+    assert f"learned rule {' and '.join(explained[0].learned[0])}: a copy of " in text
 
     # The next run gets them back, with the rules (the store's evidence):
     # still copies of pages kept, so skipped again, but for the sample it

@@ -118,6 +118,17 @@ class DedupStore(ABC):
     def url_count(self) -> int:
         """How many URL keys the namespace holds."""
 
+    def kept_as(self, key: int) -> str | None:
+        """The URL a page of ``key`` was kept as, where the store keeps it
+        (SQLite); ``None`` otherwise. For tools (``scrapy dedup explain``)."""
+        return None
+
+    def inventory(self, top: int = 10) -> dict[str, Any]:
+        """What the namespace holds, for ``scrapy dedup stats``: ``counts``
+        (name -> number) and ``hosts`` (the ``top`` hosts of its kept URLs,
+        as ``[host, pages]``, where the store knows them)."""
+        return {"counts": {"URL keys": self.url_count()}, "hosts": []}
+
     @abstractmethod
     def get_content(self, digest: bytes) -> str | None:
         """The URL first kept with text ``digest``, ``None`` when unknown."""

@@ -51,6 +51,7 @@ import logging
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -619,6 +620,28 @@ class RedisStore(DedupStore):
         self._pipe("forget pages", lambda p: [p.hset(*slot, mark) for slot, mark in marks])
         found = {slot for slot, _ in marks}
         return [url for slot, url in zip(slots, targets.values(), strict=True) if slot in found]
+
+    def inventory(self, top: int = 10) -> dict[str, Any]:
+        """Counts, and the hosts of kept texts' URLs (the URL keys keep no URL)."""
+        texts = [f"{self.base}:c:{byte:02x}" for byte in range(256)]
+        pending = self._pending_names()
+        text_count = sum(self._pipe("count texts", lambda p: [p.hlen(n) for n in texts]))
+        counts = {
+            "URL keys": self.url_count(),
+            "texts (exact digests)": text_count,
+            "unfinished requests (frontier)": sum(
+                self._pipe("count the frontier", lambda p: [p.hlen(n) for n in pending])
+            ),
+            "learned-rule evidence records": int(
+                self._call("count evidence", self.client.llen, f"{self.base}:learn")
+            ),
+        }
+        hosts: Counter[str] = Counter()
+        for name in texts:
+            for value in self._call("read texts", self.client.hvals, name):
+                hosts[urlsplit(self._text_url(value)).hostname or "(none)"] += 1
+        hosts_of = [list(pair) for pair in hosts.most_common(top)]
+        return {"counts": counts, "hosts": hosts_of, "hosts_of": "kept texts"}
 
     def url_count(self) -> int:
         """Every URL key of the namespace (scans 65,536 hashes: for tests and tools)."""

@@ -10,10 +10,11 @@ import logging
 import os
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 from filelock import FileLock, Timeout
@@ -663,6 +664,36 @@ class SqliteStore(MemoryStore):
 
     def end_run(self) -> None:
         self._write("runs", (self._ns, 1))
+
+    def kept_as(self, key: int) -> str | None:
+        row = self._db.execute(
+            "SELECT url FROM urls WHERE ns = ? AND key = ?", (self._ns, _signed(key))
+        ).fetchone()
+        return row[0] if row else None
+
+    def inventory(self, top: int = 10) -> dict[str, Any]:
+        db, ns = self._db, self._ns
+
+        def count(sql: str, *args: Any) -> int:
+            return int(db.execute(sql, (ns, *args)).fetchone()[0])
+
+        urls = "pages kept" if self.persists_kept else "URL keys seen"
+        counts = {
+            urls: count("SELECT count(*) FROM urls WHERE ns = ?"),
+            "of them forgotten (fetched again next run)": count(
+                "SELECT count(*) FROM urls WHERE ns = ? AND kept_at = ?", _FORGOTTEN
+            ),
+            "of them past DEDUP_RECRAWL_AFTER": len(self._expired)
+            - count("SELECT count(*) FROM urls WHERE ns = ? AND kept_at = ?", _FORGOTTEN),
+            "texts (exact digests)": count("SELECT count(*) FROM content WHERE ns = ?"),
+            "near-duplicate fingerprints": count("SELECT count(*) FROM near WHERE ns = ?"),
+            "unfinished requests (frontier)": count("SELECT count(*) FROM pending WHERE ns = ?"),
+            "learned-rule evidence records": count("SELECT count(*) FROM evidence WHERE ns = ?"),
+        }
+        hosts: Counter[str] = Counter()
+        for (url,) in db.execute("SELECT url FROM urls WHERE ns = ? AND url IS NOT NULL", (ns,)):
+            hosts[urlsplit(url).hostname or "(none)"] += 1
+        return {"counts": counts, "hosts": [list(pair) for pair in hosts.most_common(top)]}
 
     def claim(self, key: int, owner: int) -> int | None:
         first = super().claim(key, owner)

@@ -1,0 +1,294 @@
+"""What ``scrapy dedup explain`` and ``scrapy dedup stats`` tell: why a URL
+is (not) fetched, and what a store holds, with the project's settings.
+
+Settings are read as a crawl reads them (a spider's ``custom_settings``, the
+``ADDONS`` applied), so a URL is keyed exactly as the crawl keyed it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.settings import Settings
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.request import RequestFingerprinter
+
+from scrapy_dedup.config import DedupConfig
+from scrapy_dedup.keys import PREVIOUS_RUN, REL_CANONICAL, RequestKeys
+from scrapy_dedup.learn import Learner
+from scrapy_dedup.learning import read_record
+from scrapy_dedup.state import resolve_sqlite_path
+from scrapy_dedup.stores import DedupStore, open_store, redact
+from scrapy_dedup.url import RULES, UNPARSED
+
+__all__ = ["Explained", "Project", "explain", "format_explain", "format_stats", "store_stats"]
+
+
+@dataclass
+class Project:
+    """A project's dedup settings, read as a crawl of ``spidercls`` reads them."""
+
+    settings: Settings
+    config: DedupConfig
+    keys: RequestKeys
+
+    @classmethod
+    def load(
+        cls, settings: Settings | dict[str, Any] | None, spidercls: type[Spider] | None = None
+    ) -> Project:
+        settings = settings if isinstance(settings, Settings) else Settings(settings or {})
+        crawler = Crawler(spidercls or Spider, settings)
+        crawler.addons.load_settings(crawler.settings)
+        config = DedupConfig.from_settings(crawler.settings)
+        keys = RequestKeys(config.canonicalizer(), _fingerprinter(crawler), Request)
+        return cls(crawler.settings, config, keys)
+
+    def open_store(self, namespace: str) -> DedupStore:
+        """The project's store for ``namespace``, opened to look (a Redis
+        store does not join a run); close it with :func:`close_store`."""
+        config = self.config
+        return open_store(
+            resolve_sqlite_path(config.store),
+            namespace,
+            prefix=config.redis_prefix,
+            classes=config.store_classes,
+            recrawl_after=config.recrawl_after,
+            timeout=config.store_timeout,
+            join=False,
+        )
+
+    def describe_store(self, namespace: str) -> str:
+        store = self.config.store
+        if store.strip().lower() == "memory":
+            return "memory (keeps nothing between runs)"
+        return f"{redact(store)}, namespace {namespace!r}"
+
+
+def close_store(store: DedupStore) -> None:
+    """Close a store a tool opened, leaving what the last run left: a tool
+    that only looked does not make a closed run look interrupted."""
+    if getattr(store, "last_run_closed", False):
+        store.end_run()
+    store.close()
+
+
+def _fingerprinter(crawler: Crawler) -> Any:
+    """The crawl's ``REQUEST_FINGERPRINTER_CLASS`` when it is not Scrapy's
+    default (it decides the keys of a crawl, so it decides these too)."""
+    name = crawler.settings["REQUEST_FINGERPRINTER_CLASS"]
+    fingerprinter = load_object(name) if isinstance(name, str) else name
+    if fingerprinter is RequestFingerprinter:
+        return None
+    try:
+        return build_from_crawler(fingerprinter, crawler)
+    except Exception as exc:
+        raise ValueError(
+            f"cannot build REQUEST_FINGERPRINTER_CLASS {name!r} outside a crawl "
+            f"({type(exc).__name__}: {exc}): it decides which pages are the same, so "
+            "they cannot be found without it"
+        ) from None
+
+
+# -- explain --------------------------------------------------------------------
+
+
+@dataclass
+class Explained:
+    """Why one URL has the key it has, and what a crawl would do with it."""
+
+    url: str
+    key: int
+    canonical: str
+    #: (rule, URL before, URL after) for each rule that changed it, in order.
+    steps: list[tuple[str, str, str]] = field(default_factory=list)
+    unparsed: bool = False
+    #: A learned rule makes it a copy of a fetched page: (rules, the page).
+    learned: tuple[list[str], str] | None = None
+    #: What the store says of its key (``None``: no store looked at).
+    store: str | None = None
+
+
+def _steps(config: DedupConfig, url: str) -> list[tuple[str, str, str]]:
+    """The rules that change ``url``, each applied on top of the earlier ones
+    (in the order the canonicalizer applies them)."""
+    steps = []
+    before = config.canonicalizer(only=frozenset()).canonicalize(url)
+    on: set[str] = set()
+    for rule in RULES:
+        on.add(rule)
+        after = config.canonicalizer(only=frozenset(on)).canonicalize(url)
+        if after != before:
+            steps.append((rule, before, after))
+            before = after
+    return steps
+
+
+def _learner(project: Project, store: DedupStore | None) -> Learner | None:
+    """The rules a crawl would start with: ``DEDUP_LEARN_RULES`` and the
+    store's evidence, as the crawl replays them (never sampled here)."""
+    config = project.config
+    if not config.learn:
+        return None
+
+    def kept(url: str) -> bool:
+        if store is None:
+            return True
+        key = project.keys.of_url(url)
+        info = store.get_url(key)
+        return info is not None and bool(info & PREVIOUS_RUN) and not store.expired(key)
+
+    learner = Learner(
+        min_support=config.learn_min_support,
+        sample=0.0,
+        max_kept=config.learn_max_kept,
+        frozen=config.learn_frozen,
+        kept=kept,
+    )
+    if config.learn_rules and Path(config.learn_rules).exists():
+        learner.load(json.loads(Path(config.learn_rules).read_text(encoding="utf-8")))
+    if store is not None:
+        records, _ = store.exchange_evidence([], 0)
+        for text in records:
+            record = read_record(text)
+            if record is not None and record[0] == "o":
+                learner.observe(record[2], record[3], int(record[4]), True)
+    return learner
+
+
+def _store_says(store: DedupStore, key: int) -> str:
+    as_url = store.kept_as(key)
+    named = f" (as {as_url})" if as_url else ""
+    if store.expired(key):
+        return (
+            f"kept by an earlier run{named}, forgotten or past DEDUP_RECRAWL_AFTER: "
+            "the next run fetches it again"
+        )
+    info = store.get_url(key)
+    if info is None:
+        return "not seen: the next run fetches it"
+    if info & REL_CANONICAL:
+        return "declared its canonical URL by a fetched page: the next run skips it"
+    if info & PREVIOUS_RUN:
+        return (
+            f"kept by an earlier run{named}: the next run skips it "
+            "(a start URL is fetched again, to find new links)"
+        )
+    return "seen in the run going on now"
+
+
+def explain(
+    urls: list[str],
+    *,
+    project: Project,
+    namespace: str | None = None,
+) -> list[Explained]:
+    """Explain each of ``urls``; with ``namespace``, what the project's store
+    holds for it too."""
+    store = project.open_store(namespace) if namespace is not None else None
+    try:
+        learner = _learner(project, store)
+        explained = []
+        for url in urls:
+            key, canonical, mask = project.keys.of_url_traced(url)
+            entry = Explained(url, key, canonical, unparsed=bool(mask & UNPARSED))
+            if not entry.unparsed:
+                entry.steps = _steps(project.config, url)
+            if learner is not None:
+                skip = learner.check(canonical)
+                if skip is not None:
+                    entry.learned = ([rule.name for rule in skip.rules], skip.copy_of)
+            if store is not None:
+                entry.store = _store_says(store, key)
+                if entry.learned is not None and entry.store.startswith("not seen"):
+                    entry.store = "not kept: the learned rule above skips it"
+            explained.append(entry)
+        return explained
+    finally:
+        if store is not None:
+            close_store(store)
+
+
+def format_explain(explained: list[Explained], *, learning: bool) -> str:
+    lines = []
+    for entry in explained:
+        lines.append(entry.url)
+        lines.append(f"  key: {entry.canonical} ({entry.key:016x})")
+        if entry.unparsed:
+            lines.append("  cannot be parsed: its key is the URL itself, stripped")
+        elif not entry.steps:
+            lines.append("  no rule changes it")
+        for rule, before, after in entry.steps:
+            lines.append(f"  {rule}: {before} -> {after}")
+        if entry.learned is not None:
+            rules, copy = entry.learned
+            lines.append(f"  learned rule {' and '.join(rules)}: a copy of {copy}, not fetched")
+        elif learning:
+            lines.append("  learned rules: none applies")
+        if entry.store is not None:
+            lines.append(f"  store: {entry.store}")
+    groups: dict[int, list[str]] = {}
+    for entry in explained:
+        groups.setdefault(entry.key, []).append(entry.url)
+    together = [urls for urls in groups.values() if len(urls) > 1]
+    if len(explained) > 1:
+        lines.append("")
+        if together:
+            lines.append("The same page (one key, fetched once):")
+            for urls in together:
+                lines.append(f"  {' = '.join(urls)}")
+            if len(groups) > len(together):
+                lines.append(f"{len(groups) - len(together)} other keys of their own")
+        else:
+            lines.append("Every URL has a key of its own: each is fetched.")
+    return "\n".join(lines)
+
+
+# -- stats ----------------------------------------------------------------------
+
+
+def store_stats(*, project: Project, namespace: str, top: int = 10) -> dict[str, Any]:
+    """What the project's store holds for ``namespace``, and the learned rules."""
+    store = project.open_store(namespace)
+    try:
+        inventory = store.inventory(top)
+        learner = _learner(project, store)
+        rules = learner.export()["hosts"] if learner is not None else None
+    finally:
+        close_store(store)
+    return {
+        "store": project.describe_store(namespace),
+        "counts": inventory["counts"],
+        "hosts": inventory["hosts"],
+        "hosts_of": inventory.get("hosts_of", "kept pages"),
+        "learned_rules": rules,
+    }
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    lines = [f"store: {stats['store']}"]
+    width = max(len(name) for name in stats["counts"])
+    for name, n in stats["counts"].items():
+        lines.append(f"  {name:<{width}}  {n:>12,}")
+    if stats["hosts"]:
+        lines.append(f"top hosts ({stats['hosts_of']}):")
+        for host, n in stats["hosts"]:
+            lines.append(f"  {host:<{width}}  {n:>12,}")
+    rules = stats["learned_rules"]
+    if rules is None:
+        lines.append("learned rules: learning is off (DEDUP_LEARN)")
+    else:
+        entries = [(host, entry) for host, found in rules.items() for entry in found]
+        lines.append(f"learned rules: {len(entries)}")
+        for host, entry in entries:
+            state = "revoked" if entry.get("revoked") else "adopted"
+            lines.append(
+                f"  {host}: {entry.get('means', entry['rule'])} ({state}; "
+                f"{entry['pages_confirming']} pages confirmed it, "
+                f"{entry['pages_checked']} checked)"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""``scrapy dedup explain|stats|reset`` in a fresh ``scrapy startproject``,
+run as a user runs them: subprocesses, after a real ``scrapy crawl``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.utils.defer import deferred_f_from_coro_f
+
+from tests.site import Site, page
+
+SPIDER = """
+import scrapy
+
+
+class LinksSpider(scrapy.Spider):
+    name = "links"
+
+    def __init__(self, start=None, **kwargs):
+        super().__init__(**kwargs)
+        self.start_url = start
+
+    async def start(self):
+        yield scrapy.Request(self.start_url)
+
+    def parse(self, response):
+        yield {"url": response.url, "text": " ".join(response.css("p::text").getall())}
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href)
+"""
+
+SETTINGS = """
+ADDONS = {"scrapy_dedup.DedupAddon": 0}
+DEDUP_STORE = "sqlite:///dedup.db"
+DOWNLOAD_DELAY = 0
+"""
+
+
+def _routes() -> dict[str, Any]:
+    home = page(
+        "Home",
+        "/pricing/",  # linked first: the URL the page is kept as
+        "/pricing?utm_source=newsletter&utm_medium=email",
+        "/pricing/#faq",
+        "/Pricing",  # path case is kept: another page
+        text="Welcome to the shop",
+    )
+    return {
+        "/": lambda q: home,
+        "/pricing/": lambda q: page("Pricing", "/", text="Plans and prices"),
+        "/pricing": lambda q: page("Pricing", "/", text="Plans and prices"),
+        "/Pricing": lambda q: page("Old pricing", text="Legacy page, kept on purpose"),
+    }
+
+
+def _run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("SCRAPY_")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A fresh ``scrapy startproject shop`` with the settings the README gives."""
+    _run("startproject", "shop", cwd=tmp_path)
+    root = tmp_path / "shop"
+    (root / "shop" / "spiders" / "links.py").write_text(SPIDER, encoding="utf-8")
+    with (root / "shop" / "settings.py").open("a", encoding="utf-8") as settings:
+        settings.write(SETTINGS)
+    return root
+
+
+@deferred_f_from_coro_f
+async def test_why_was_this_url_not_fetched_in_one_command(
+    fresh_site: Site, project: Path
+) -> None:
+    fresh_site.routes.update(_routes())
+    base = fresh_site.url("/", host="127.0.0.1").rstrip("/")
+    crawl = _run("crawl", "links", "-a", f"start={base}/", "-O", "items.jsonl", cwd=project)
+    assert "scrapy-dedup summary:" in crawl.stderr
+    fetched = [path for path in fresh_site.fetched() if path != "/robots.txt"]
+    assert sorted(fetched) == ["/", "/Pricing", "/pricing/"]
+    items = [json.loads(line) for line in (project / "items.jsonl").read_text().splitlines()]
+    assert len(items) == 3
+
+    # Why was /pricing?utm_source=... not fetched?
+    tracked = f"{base}/pricing?utm_source=newsletter&utm_medium=email"
+    urls = [tracked, f"{base}/pricing/#faq", f"{base}/Pricing", f"{base}/never-linked"]
+    out = _run("dedup", "explain", *urls, cwd=project).stdout
+    blocks = out.split("\n\n")[0].split(f"\n{base}")
+    explained = dict(zip(urls, [blocks[0]] + [base + b for b in blocks[1:]], strict=True))
+    tracked_block = explained[tracked]
+    key = f"https://127.0.0.1:{fresh_site.port}/pricing"
+    assert f"key: {key} (" in tracked_block
+    assert f"tracking_param: https://127.0.0.1:{fresh_site.port}/pricing?utm_source" in (
+        tracked_block
+    )
+    assert "trailing_slash:" not in tracked_block
+    assert f"store: kept by an earlier run (as {base}/pricing/): the next run skips it" in (
+        tracked_block
+    )
+    assert "fragment:" in explained[f"{base}/pricing/#faq"]
+    assert "trailing_slash:" in explained[f"{base}/pricing/#faq"]
+    assert "no rule changes it" not in explained[f"{base}/Pricing"]  # the scheme rule does
+    assert f"key: https://127.0.0.1:{fresh_site.port}/Pricing (" in explained[f"{base}/Pricing"]
+    assert "store: not seen: the next run fetches it" in explained[f"{base}/never-linked"]
+    assert f"The same page (one key, fetched once):\n  {tracked} = {base}/pricing/#faq\n" in out
+    assert "2 other keys of their own" in out
+
+    # What does the store hold?
+    stats = _run("dedup", "stats", "links", cwd=project).stdout
+    assert "pages kept" in stats and "  127.0.0.1" in stats
+    kept = int(next(line for line in stats.splitlines() if "pages kept" in line).split()[-1])
+    assert kept == 3  # the three pages fetched
+    assert "learned rules: learning is off" in stats
+
+    # Start over: asked first, then done.
+    refused = _run("dedup", "reset", "links", cwd=project, check=False)
+    assert refused.returncode == 1 and "scrapy dedup reset links --yes" in refused.stdout
+    assert "not seen" not in _run("dedup", "explain", tracked, cwd=project).stdout
+    _run("dedup", "reset", "links", "--yes", cwd=project)
+    assert "store: not seen" in _run("dedup", "explain", tracked, cwd=project).stdout
+    fresh_site.reset()
+    _run("crawl", "links", "-a", f"start={base}/", cwd=project)
+    again = [path for path in fresh_site.fetched() if path != "/robots.txt"]
+    assert sorted(again) == ["/", "/Pricing", "/pricing/"]  # all again
+
+
+def test_explain_outside_a_project_and_with_a_bad_store(tmp_path: Path) -> None:
+    out = _run(
+        "dedup", "explain", "HTTP://WWW.Example.com/a/./b/?b=2&a=1&gclid=x", cwd=tmp_path
+    ).stdout
+    assert "key: https://example.com/a/b?a=1&b=2 (" in out
+    for rule in ("scheme", "host", "www", "dot_segments", "trailing_slash", "tracking_param"):
+        assert f"\n  {rule}: " in out, rule
+    assert "(store: memory, which keeps nothing between runs)" in out
+    # A rule switched off in the settings is not applied.
+    off = _run(
+        "dedup",
+        "explain",
+        "https://www.example.com/a/",
+        "-s",
+        'DEDUP_URL_RULES={"www": false}',
+        cwd=tmp_path,
+    ).stdout
+    assert "key: https://www.example.com/a (" in off and "\n  www:" not in off
+    bad = _run(
+        "dedup", "stats", "x", "-s", "DEDUP_STORE=redis://127.0.0.1:1/0", cwd=tmp_path, check=False
+    )
+    assert bad.returncode == 1 and "cannot reach the dedup store" in bad.stderr
+    usage = _run("dedup", "frobnicate", cwd=tmp_path, check=False)
+    assert usage.returncode == 2 and "explain" in usage.stderr
