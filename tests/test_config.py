@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,12 +145,44 @@ def test_defaults_are_what_a_config_without_settings_holds() -> None:
     assert config.text_fields == (DEFAULTS["DEDUP_TEXT_FIELD"],)
 
 
-def test_every_setting_is_in_the_readme() -> None:
-    from pathlib import Path
+SETTINGS_DOC = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    missing = [name for name in DEFAULTS if f"`{name}`" not in readme]
-    assert not missing
+
+def documented_settings() -> dict[str, dict[str, str]]:
+    """The ``### `NAME` `` entries of docs/settings.md: for each, the first line
+    of its ``- Type:``, ``- Default:`` and ``- Example:`` items."""
+    text = SETTINGS_DOC.read_text("utf-8")
+    entries: dict[str, dict[str, str]] = {}
+    for section in re.split(r"^### ", text, flags=re.MULTILINE)[1:]:
+        heading, _, body = section.partition("\n")
+        body = body.split("\n## ", 1)[0]  # the next group's text is not this setting's
+        items = re.findall(r"^- (Type|Default|Example): *(.*)$", body, flags=re.MULTILINE)
+        entries[heading.strip().strip("`")] = dict(items)
+    return entries
+
+
+def python_literal(value: Any) -> str:
+    """A default as a settings.py would write it (``"text"``, ``{}``, ``0.75``, ``None``)."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def test_every_setting_is_documented_with_its_type_default_and_example() -> None:
+    entries = documented_settings()
+    assert sorted(set(DEFAULTS) - set(entries)) == []  # undocumented settings
+    assert sorted(n for n in entries if n.startswith("DEDUP_") and n not in DEFAULTS) == []
+    for name, default in DEFAULTS.items():
+        entry = entries[name]
+        assert sorted(entry) == ["Default", "Example", "Type"], name
+        assert all(value.strip() for value in entry.values()), (name, entry)
+        # The documented default is the one the code uses.
+        assert f"`{python_literal(default)}`" in entry["Default"], (name, entry["Default"])
+
+
+def test_the_settings_entries_are_read_whole() -> None:
+    entries = documented_settings()
+    assert entries["DEDUP_NEAR_THRESHOLD"]["Default"] == "`0.75`"
+    assert entries["DEDUP_NAMESPACE"]["Default"] == "`None` (the spider's name)"
+    assert entries["DEDUP_STORE"]["Example"].startswith('`"sqlite:///dedup.db"`')
 
 
 @deferred_f_from_coro_f

@@ -56,7 +56,7 @@ class DedupStore(ABC):
     """
 
     #: Whether URL keys survive the run only for pages whose items were kept
-    #: (:meth:`keep_url`), not every key seen (SQLite; see the README).
+    #: (:meth:`keep_url`), not every key seen (SQLite; see docs/recrawls.md).
     persists_kept = False
     #: Whether the store outlives the run (SQLite, JOBDIR, Redis): it keeps a
     #: frontier of unfinished requests for the next run, written by

@@ -71,7 +71,7 @@ def test_hosts_browsers_refuse_are_unparseable(url: str) -> None:
 
 
 def test_scrapy_requests_carry_the_idna_2003_host() -> None:
-    """What the README says: a crawl keys the host Scrapy fetches (w3lib's IDNA 2003),
+    """What docs/url-rules.md says: a crawl keys the host Scrapy fetches (w3lib's IDNA 2003),
     the UTS #46 key only shows when canonicalizing a URL Scrapy has not rewritten."""
     request = Request("https://faß.de/")
     assert request.url == "https://fass.de/"
