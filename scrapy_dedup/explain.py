@@ -160,7 +160,12 @@ def _learner(project: Project, store: DedupStore | None) -> Learner | None:
     return learner
 
 
-def _store_says(store: DedupStore, key: int) -> str:
+def _store_says(store: DedupStore, key: int, pending: set[int]) -> str:
+    if key in pending:
+        return (
+            "in the frontier: an earlier run scheduled it and did not finish it (or it "
+            "failed); the next run fetches it"
+        )
     as_url = store.kept_as(key)
     named = f" (as {as_url})" if as_url else ""
     if store.expired(key):
@@ -192,6 +197,8 @@ def explain(
     store = project.open_store(namespace) if namespace is not None else None
     try:
         learner = _learner(project, store)
+        # (Read only: a tool's store hands the frontier to no crawl.)
+        pending = {key for key, _ in store.pending_requests()} if store is not None else set()
         explained = []
         for url in urls:
             key, canonical, mask = project.keys.of_url_traced(url)
@@ -203,7 +210,7 @@ def explain(
                 if skip is not None:
                     entry.learned = ([rule.name for rule in skip.rules], skip.copy_of)
             if store is not None:
-                entry.store = _store_says(store, key)
+                entry.store = _store_says(store, key, pending)
                 if entry.learned is not None and entry.store.startswith("not seen"):
                     entry.store = "not kept: the learned rule above skips it"
             explained.append(entry)
@@ -244,7 +251,7 @@ def format_explain(explained: list[Explained], *, learning: bool) -> str:
             if len(groups) > len(together):
                 lines.append(f"{len(groups) - len(together)} other keys of their own")
         else:
-            lines.append("Every URL has a key of its own: each is fetched.")
+            lines.append("Every URL has a key of its own.")
     return "\n".join(lines)
 
 

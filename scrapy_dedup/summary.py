@@ -64,9 +64,11 @@ def summary_line(stats: dict[str, Any]) -> str | None:
             + f", {_count(get('dedup/items/unique'))} kept"
         )
     if get("dedup/canonical/applied"):
-        parts.append(f"{_count(get('dedup/canonical/applied'))} pages filed under rel=canonical")
+        filed = get("dedup/canonical/applied")
+        parts.append(f"{_count(filed)} page{'s' if filed != 1 else ''} filed under rel=canonical")
     if "dedup/learn/rules" in stats:
-        parts.append(f"{_count(get('dedup/learn/rules'))} learned URL rules")
+        rules = get("dedup/learn/rules")
+        parts.append(f"{_count(rules)} learned URL rule{'s' if rules != 1 else ''}")
     if get("dedup/store/errors"):
         parts.append(f"{_count(get('dedup/store/errors'))} store errors")
     return "; ".join(parts) if parts else None

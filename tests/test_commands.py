@@ -49,6 +49,7 @@ def _routes() -> dict[str, Any]:
         "/pricing?utm_source=newsletter&utm_medium=email",
         "/pricing/#faq",
         "/Pricing",  # path case is kept: another page
+        "/contact",
         text="Welcome to the shop",
     )
     return {
@@ -56,6 +57,9 @@ def _routes() -> dict[str, Any]:
         "/pricing/": lambda q: page("Pricing", "/", text="Plans and prices"),
         "/pricing": lambda q: page("Pricing", "/", text="Plans and prices"),
         "/Pricing": lambda q: page("Old pricing", text="Legacy page, kept on purpose"),
+        # response.follow() raises on a mailto: link: the page fails, and stays
+        # in the frontier for the next run.
+        "/contact": lambda q: page("Contact", "mailto:help@shop.example", text="Write to us"),
     }
 
 
@@ -96,13 +100,19 @@ async def test_why_was_this_url_not_fetched_in_one_command(
     crawl = _run("crawl", "links", "-a", f"start={base}/", "-O", "items.jsonl", cwd=project)
     assert "scrapy-dedup summary:" in crawl.stderr
     fetched = [path for path in fresh_site.fetched() if path != "/robots.txt"]
-    assert sorted(fetched) == ["/", "/Pricing", "/pricing/"]
+    assert sorted(fetched) == ["/", "/Pricing", "/contact", "/pricing/"]
     items = [json.loads(line) for line in (project / "items.jsonl").read_text().splitlines()]
-    assert len(items) == 3
+    assert len(items) == 4
 
     # Why was /pricing?utm_source=... not fetched?
     tracked = f"{base}/pricing?utm_source=newsletter&utm_medium=email"
-    urls = [tracked, f"{base}/pricing/#faq", f"{base}/Pricing", f"{base}/never-linked"]
+    urls = [
+        tracked,
+        f"{base}/pricing/#faq",
+        f"{base}/Pricing",
+        f"{base}/never-linked",
+        f"{base}/contact",
+    ]
     out = _run("dedup", "explain", *urls, cwd=project).stdout
     blocks = out.split("\n\n")[0].split(f"\n{base}")
     explained = dict(zip(urls, [blocks[0]] + [base + b for b in blocks[1:]], strict=True))
@@ -122,13 +132,19 @@ async def test_why_was_this_url_not_fetched_in_one_command(
     assert f"key: https://127.0.0.1:{fresh_site.port}/Pricing (" in explained[f"{base}/Pricing"]
     assert "store: not seen: the next run fetches it" in explained[f"{base}/never-linked"]
     assert f"The same page (one key, fetched once):\n  {tracked} = {base}/pricing/#faq\n" in out
-    assert "2 other keys of their own" in out
+    assert (
+        "store: in the frontier: an earlier run scheduled it and did not finish it"
+        in (explained[f"{base}/contact"])
+    )
+    assert "3 other keys of their own" in out
 
     # What does the store hold?
     stats = _run("dedup", "stats", "links", cwd=project).stdout
     assert "pages kept" in stats and "  127.0.0.1" in stats
     kept = int(next(line for line in stats.splitlines() if "pages kept" in line).split()[-1])
-    assert kept == 3  # the three pages fetched
+    assert kept == 3  # the pages fetched, but the one that failed
+    frontier = next(line for line in stats.splitlines() if "frontier" in line)
+    assert frontier.split()[-1] == "1"  # the page that failed
     assert "learned rules: learning is off" in stats
 
     # Start over: asked first, then done.
@@ -140,7 +156,7 @@ async def test_why_was_this_url_not_fetched_in_one_command(
     fresh_site.reset()
     _run("crawl", "links", "-a", f"start={base}/", cwd=project)
     again = [path for path in fresh_site.fetched() if path != "/robots.txt"]
-    assert sorted(again) == ["/", "/Pricing", "/pricing/"]  # all again
+    assert sorted(again) == ["/", "/Pricing", "/contact", "/pricing/"]  # all again
 
 
 def test_explain_outside_a_project_and_with_a_bad_store(tmp_path: Path) -> None:
