@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
 cd example_project
-exec ../.venv/bin/scrapy crawl site -O demo-items.jsonl "$@"
+# The report of what dedup did: example_project/demo-report.html (open it in a browser).
+exec ../.venv/bin/scrapy crawl site -O demo-items.jsonl -s DEDUP_REPORT=demo-report "$@"
