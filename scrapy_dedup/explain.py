@@ -211,7 +211,12 @@ def explain(
                     entry.learned = ([rule.name for rule in skip.rules], skip.copy_of)
             if store is not None:
                 entry.store = _store_says(store, key, pending)
-                if entry.learned is not None and entry.store.startswith("not seen"):
+                if entry.learned is not None and key in pending:
+                    entry.store = (
+                        "in the frontier, skipped by the learned rule above while it holds "
+                        "(fetched if the rule fails)"
+                    )
+                elif entry.learned is not None and entry.store.startswith("not seen"):
                     entry.store = "not kept: the learned rule above skips it"
             explained.append(entry)
         return explained
