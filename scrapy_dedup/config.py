@@ -321,6 +321,14 @@ class DedupConfig:
             report=r.optional_text("DEDUP_REPORT"),
         )
         config.canonicalizer()  # host rules are checked by building one
+        if config.report and "%" in config.report:
+            try:
+                config.report % {"name": "spider", "time": "time"}
+            except (KeyError, ValueError, TypeError):
+                raise ValueError(
+                    f"DEDUP_REPORT={config.report!r}: only %(name)s and %(time)s are filled "
+                    "in (write a % sign as %%)"
+                ) from None
         return config
 
     def canonicalizer(

@@ -69,7 +69,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self.report = state.summary.report  # DEDUP_REPORT: examples per rule
         # Only with debug on (or a report): which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
-        self._last: tuple[Request, int, int, int] | None = None
+        self._last: tuple[Request, int, int, int, str] | None = None
         # Keys a redirect was let through for: once each, so that follow-up
         # requests carrying a copied redirect_urls meta are still filtered.
         self._redirected: set[int] = set()
@@ -157,7 +157,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
                     {"request": request, "source": request.meta["redirect_urls"][-1]},
                 )
             return False
-        self._last = (request, key, request_key.mask, first)
+        self._last = (request, key, request_key.mask, first, request_key.url)
         return True
 
     def _learned_copy(self, request: Request, request_key: RequestKey) -> bool:
@@ -212,9 +212,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
                 )
             return
         if self._last is not None and self._last[0] is request:
-            _, key, mask, first = self._last
+            _, key, mask, first, canonical = self._last
         else:  # called without a matching request_seen(): work it out again
-            key, _, mask = self.keys.compute(request)
+            key, canonical, mask = self.keys.compute(request)
             first = self.store.get_url(key) or 0
         self._last = None
         reasons = merge_reasons(request.url, mask, first)
@@ -225,7 +225,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
             self._stats.inc(_REASON_STATS[reason])
         if self.report is not None:
             seen_as = request.url if reasons == ("exact",) else self._first_urls.get(key)
-            self.report.url_filtered(reasons, request.url, self.keys.compute(request).url, seen_as)
+            self.report.url_filtered(reasons, request.url, canonical, seen_as)
         self._log_filtered(request, key, reasons)
 
     def _log_filtered(self, request: Request, key: int, reasons: tuple[str, ...]) -> None:

@@ -24,7 +24,7 @@ from scrapy_dedup.learn import Learner
 from scrapy_dedup.learning import read_record
 from scrapy_dedup.state import resolve_sqlite_path
 from scrapy_dedup.stores import DedupStore, open_store, redact
-from scrapy_dedup.url import RULES, UNPARSED
+from scrapy_dedup.url import RULES, UNPARSED, rule_names
 
 __all__ = ["Explained", "Project", "explain", "format_explain", "format_stats", "store_stats"]
 
@@ -70,10 +70,7 @@ class Project:
 
 
 def close_store(store: DedupStore) -> None:
-    """Close a store a tool opened, leaving what the last run left: a tool
-    that only looked does not make a closed run look interrupted."""
-    if getattr(store, "last_run_closed", False):
-        store.end_run()
+    """Close a store a tool opened (with ``join=False`` it recorded no run)."""
     store.close()
 
 
@@ -114,17 +111,20 @@ class Explained:
 
 
 def _steps(config: DedupConfig, url: str) -> list[tuple[str, str, str]]:
-    """The rules that change ``url``, each applied on top of the earlier ones
-    (in the order the canonicalizer applies them)."""
+    """The rules that change ``url`` (as Scrapy requests it), turned on one
+    by one in the order the canonicalizer applies them; each step is named by
+    the rules that acted (a later rule can let an earlier one act: with the
+    ``:80`` gone, ``http`` becomes ``https``)."""
     steps = []
-    before = config.canonicalizer(only=frozenset()).canonicalize(url)
+    before, before_mask = config.canonicalizer(only=frozenset()).canonicalize_traced(url)
     on: set[str] = set()
     for rule in RULES:
         on.add(rule)
-        after = config.canonicalizer(only=frozenset(on)).canonicalize(url)
+        after, mask = config.canonicalizer(only=frozenset(on)).canonicalize_traced(url)
         if after != before:
-            steps.append((rule, before, after))
-            before = after
+            names = rule_names(mask & ~before_mask) or [rule]
+            steps.append((", ".join(names), before, after))
+            before, before_mask = after, mask
     return steps
 
 
@@ -149,8 +149,12 @@ def _learner(project: Project, store: DedupStore | None) -> Learner | None:
         frozen=config.learn_frozen,
         kept=kept,
     )
-    if config.learn_rules and Path(config.learn_rules).exists():
-        learner.load(json.loads(Path(config.learn_rules).read_text(encoding="utf-8")))
+    path = Path(config.learn_rules) if config.learn_rules else None
+    if path is not None and path.exists():
+        try:
+            learner.load(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise ValueError(f"DEDUP_LEARN_RULES={str(path)!r}: cannot read it: {exc}") from None
     if store is not None:
         records, _ = store.exchange_evidence([], 0)
         for text in records:
@@ -201,10 +205,12 @@ def explain(
         pending = {key for key, _ in store.pending_requests()} if store is not None else set()
         explained = []
         for url in urls:
-            key, canonical, mask = project.keys.of_url_traced(url)
+            key, canonical, mask, requested = project.keys.of_url_traced(url)
             entry = Explained(url, key, canonical, unparsed=bool(mask & UNPARSED))
+            if requested != url:
+                entry.steps.append(("as Scrapy requests it", url, requested))
             if not entry.unparsed:
-                entry.steps = _steps(project.config, url)
+                entry.steps += _steps(project.config, requested)
             if learner is not None:
                 skip = learner.check(canonical)
                 if skip is not None:

@@ -37,7 +37,10 @@ def forget(
     """
     urls = list(urls)
     project = Project.load(settings, spidercls)
-    key_of = project.keys.of_url
+
+    def key_of(url: str) -> int:  # as a crawl keyed it (Scrapy's Request rewrites it first)
+        return project.keys.of_url_traced(url)[0]
+
     store = project.open_store(namespace)
     named = {f"key {key_of(url):016x}": url for url in urls}
     try:

@@ -172,16 +172,23 @@ class RequestKeys:
                 pass
         return url_key("GET", self.canonicalizer.canonicalize(url))
 
-    def of_url_traced(self, url: str) -> tuple[int, str, int]:
-        """(key, canonical URL, rule mask) of a plain GET of ``url``, as :meth:`of_url`."""
-        if self.fingerprinter is not None and self.request_class is not None:
+    def of_url_traced(self, url: str) -> tuple[int, str, int, str]:
+        """(key, canonical URL, rule mask, the URL as Scrapy requests it) of a
+        plain GET of ``url`` as typed by a user: Scrapy's ``Request`` rewrites
+        it first (IDNA host, percent-encoding), as it did in the crawl."""
+        requested = url
+        if self.request_class is not None:
             try:
-                found = self.compute(self.request_class(url))
-                return found.key, found.url, found.mask
-            except ValueError:
-                pass
-        canonical, mask = self.canonicalizer.canonicalize_traced(url)
-        return url_key("GET", canonical), canonical, mask
+                request = self.request_class(url)
+            except ValueError:  # not a URL Scrapy fetches: keyed as it is
+                request = None
+            if request is not None:
+                requested = request.url
+                if self.fingerprinter is not None:
+                    found = self.compute(request)
+                    return found.key, found.url, found.mask, requested
+        canonical, mask = self.canonicalizer.canonicalize_traced(requested)
+        return url_key("GET", canonical), canonical, mask, requested
 
     def remember(self, request: Any, key: RequestKey) -> None:
         """Cache the key of a request that will be fetched (the frontier and

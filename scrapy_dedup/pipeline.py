@@ -148,6 +148,7 @@ class ContentDedupPipeline:
         adapter: MutableMapping[str, Any] = item if type(item) is dict else ItemAdapter(item)
         url = _as_url(adapter.get(self.url_field))
         text = extract_text(adapter, self.text_fields)
+        fetched = url
         filed, signature = self._filing(url, text)
         if filed is not None and filed[0] != url:
             self._file_under(adapter, filed[0], url)
@@ -165,7 +166,7 @@ class ContentDedupPipeline:
             return item
         if filed is not None and filed[1]:
             why = "a page filed under this URL first has items with this text"
-            return self._duplicate(item, adapter, "canonical", url, url, why)
+            return self._duplicate(item, adapter, "canonical", url, url, why, fetched=fetched)
 
         digest = content_digest(text)
         first = self.store.get_content(digest)
@@ -308,12 +309,14 @@ class ContentDedupPipeline:
         url: str,
         why: str,
         similarity: float | None = None,
+        fetched: str | None = None,
     ) -> Any:
         self.stats.inc_value(f"dedup/items/{kind}")
         if self.report is not None:
             if similarity is None and kind in ("exact", "unchanged"):
                 similarity = 1.0
-            self.report.item_dropped(kind, first, url, why, similarity)
+            # (An item filed under its page's rel=canonical: the page it came from.)
+            self.report.item_dropped(kind, first, fetched or url, why, similarity)
         message = f"{kind} duplicate of {first or '(an item without URL)'} ({why})"
         if self.on_duplicate == "mark":
             try:

@@ -33,7 +33,7 @@ EXAMPLES = 5
 TOP_CLUSTERS = 100
 MEMBERS = 10
 #: Kept URLs whose clusters are tracked one by one; beyond, only counted.
-TRACKED_CLUSTERS = 20_000
+TRACKED_CLUSTERS = 5_000
 #: Learned rules listed (the most used first).
 TOP_RULES = 200
 

@@ -161,22 +161,23 @@ class CrawlSummary:
         spider = getattr(self.crawler.spider, "name", None) or "crawl"
         now = datetime.now(timezone.utc)
         path = self._report_path
-        if "%(" in path:  # as FEEDS URIs: %(name)s, %(time)s
-            path = path % {"name": spider, "time": now.strftime("%Y-%m-%dT%H-%M-%S")}
         learned = getattr(self._state, "learned", None)
-        report = build_report(
-            self.report,
-            stats,
-            spider=spider,
-            version=__version__,
-            components=self.components,
-            store=self._describe_store(),
-            rules=learned.learner.export() if learned is not None else None,
-            finished=now.isoformat(timespec="seconds"),
-        )
         try:
+            if "%" in path:  # as FEEDS URIs: %(name)s, %(time)s (checked at start)
+                path = path % {"name": spider, "time": now.strftime("%Y-%m-%dT%H-%M-%S")}
+            report = build_report(
+                self.report,
+                stats,
+                spider=spider,
+                version=__version__,
+                components=self.components,
+                store=self._describe_store(),
+                rules=learned.learner.export() if learned is not None else None,
+                finished=now.isoformat(timespec="seconds"),
+            )
             json_path, html_path = write_report(path, report)
-        except (OSError, TypeError, ValueError) as exc:
+        except (OSError, TypeError, ValueError, KeyError) as exc:
+            # The crawl is over and its data is safe: say so, and carry on.
             logger.error("Cannot write the dedup report to %s: %s", path, exc)
             return
         logger.info("scrapy-dedup report: %s and %s", html_path, json_path)

@@ -11,8 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy import Request
 from scrapy.utils.defer import deferred_f_from_coro_f
+from scrapy.utils.test import get_crawler
 
+from scrapy_dedup.explain import Project, explain, store_stats
+from scrapy_dedup.state import CrawlState
+from scrapy_dedup.stores import StoreError
+from tests.conftest import crawl
 from tests.site import Site, page
 
 SPIDER = """
@@ -164,8 +170,9 @@ def test_explain_outside_a_project_and_with_a_bad_store(tmp_path: Path) -> None:
         "dedup", "explain", "HTTP://WWW.Example.com/a/./b/?b=2&a=1&gclid=x", cwd=tmp_path
     ).stdout
     assert "key: https://example.com/a/b?a=1&b=2 (" in out
-    for rule in ("scheme", "host", "www", "dot_segments", "trailing_slash", "tracking_param"):
-        assert f"\n  {rule}: " in out, rule
+    rules = ["as Scrapy requests it", "scheme", "www", "dot_segments", "trailing_slash"]
+    rules += ["tracking_param", "query_order"]
+    assert [line.split(":")[0].strip() for line in out.splitlines()[2:9]] == rules
     assert "(store: memory, which keeps nothing between runs)" in out
     # A rule switched off in the settings is not applied.
     off = _run(
@@ -183,3 +190,82 @@ def test_explain_outside_a_project_and_with_a_bad_store(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "cannot reach the dedup store" in bad.stderr
     usage = _run("dedup", "frobnicate", cwd=tmp_path, check=False)
     assert usage.returncode == 2 and "explain" in usage.stderr
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_explain_tells_what_the_next_run_does_with_each_store(
+    fresh_site: Site, tmp_path: Path, redis_url: str, redis_prefix: str, kind: str
+) -> None:
+    fresh_site.routes.update(_routes())
+    base = fresh_site.url("/", host="127.0.0.1").rstrip("/")
+    store = (
+        {"DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
+        if kind == "sqlite"
+        else {"DEDUP_STORE": redis_url, "DEDUP_REDIS_PREFIX": redis_prefix}
+    )
+    settings = {"ADDONS": {"scrapy_dedup.DedupAddon": 0}, **store}
+    await crawl(settings=settings, start=[f"{base}/"])
+    project = Project.load(settings)
+    urls = [f"{base}/pricing/#faq", f"{base}/contact", f"{base}/never-linked"]
+    db = tmp_path / "dedup.db"
+    before = db.read_bytes() if kind == "sqlite" else b""
+    kept, failed, never = explain(urls, project=project, namespace="links")
+    assert kept.store is not None and kept.store.startswith("kept by an earlier run")
+    assert "the next run skips it" in kept.store
+    if kind == "sqlite":  # it keeps the URL a page was kept as
+        assert f"(as {base}/pricing/)" in kept.store
+    assert failed.store is not None and failed.store.startswith("in the frontier")
+    assert never.store == "not seen: the next run fetches it"
+    stats = store_stats(project=project, namespace="links")
+    assert stats["counts"]["unfinished requests (frontier)"] == 1
+    if kind == "sqlite":
+        # Looking changes nothing: the next crawl finds the file as the last one left it.
+        assert db.read_bytes() == before
+        assert "pages kept" in stats["counts"] and stats["counts"]["pages kept"] == 3
+        with pytest.raises(StoreError, match="has no namespace 'typo'"):
+            explain(urls, project=project, namespace="typo")
+        missing = Project.load({"DEDUP_STORE": f"sqlite:///{tmp_path}/nothing.db"})
+        with pytest.raises(StoreError, match="there is no dedup store at"):
+            store_stats(project=missing, namespace="links")
+        assert not (tmp_path / "nothing.db").exists()
+    # The next run does what explain said.
+    fresh_site.reset()
+    await crawl(settings=settings, start=[f"{base}/"])
+    assert "/contact" in fresh_site.fetched() and "/pricing/" not in fresh_site.fetched()
+
+
+@pytest.mark.parametrize(
+    ("url", "settings"),
+    [
+        ("https://faß.de/", {}),  # Scrapy's Request encodes the host (IDNA 2003)
+        ("https://fass.de/", {}),
+        ("http://example.com/a b", {"DEDUP_URL_RULES": {"percent_encoding": False}}),
+        ("http://EXAMPLE.com/x#", {"DEDUP_URL_RULES": {"host": False, "fragment": False}}),
+        ("http://example.com:80/a/", {}),
+        ("https://www.shop.example/p/?b=1&a=2&utm_source=x", {}),
+        (
+            "https://www.shop.example/p/?b=1&a=2&ref=x",
+            {"DEDUP_URL_HOST_RULES": {"shop.example": {"www": False, "keep_params": ["ref"]}}},
+        ),
+    ],
+)
+def test_explain_keys_a_url_as_the_crawl_does(url: str, settings: dict[str, Any]) -> None:
+    project = Project.load(settings)
+    crawled = _crawl_keys(settings).compute(Request(url))
+    (entry,) = explain([url], project=project)
+    assert (entry.key, entry.canonical) == (crawled.key, crawled.url)
+    if entry.steps:  # the trace ends at the key
+        assert entry.steps[-1][2] == entry.canonical
+
+
+def _crawl_keys(settings: dict[str, Any]) -> Any:
+    """The request keys of a crawl with ``settings``, as its dupefilter has them."""
+    crawler = get_crawler(settings_dict=settings)
+    return CrawlState.of(crawler).keys
+
+
+def test_explain_names_every_rule_a_step_took() -> None:
+    (entry,) = explain(["http://example.com:80/a"], project=Project.load({}))
+    # Without the :80, http could become https: both rules acted in one step.
+    assert [step[0] for step in entry.steps] == ["scheme, default_port"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from scrapy.utils.defer import deferred_f_from_coro_f
 
 from scrapy_dedup.report import (
     MEMBERS,
@@ -25,6 +27,8 @@ from scrapy_dedup.report import (
 )
 from scrapy_dedup.summary import summary_line
 from tests.browser import render
+from tests.conftest import crawl
+from tests.site import Site, url_stage_routes
 from tests.test_example_project import PROJECT, _stat
 
 
@@ -112,6 +116,10 @@ def test_scrapy_crawl_writes_a_report_a_browser_opens_offline(tmp_path: Path) ->
     assert canonical["applied"] == 1
     (applied,) = canonical["examples"]["applied"]
     assert applied["url"].endswith("/print") and applied["canonical"] + "/print" == applied["url"]
+    # ... and the item of the print view, if it was fetched, is folded in under its own URL.
+    for cluster in clusters:
+        for m in cluster["members"]:
+            assert m["url"] != cluster["kept"], cluster
     assert data["learned_rules"] is None  # learning is off in the demo
 
     # The HTML page: nothing to fetch, no script, and a browser opens it cleanly.
@@ -120,7 +128,7 @@ def test_scrapy_crawl_writes_a_report_a_browser_opens_offline(tmp_path: Path) ->
     resources.feed(page)
     assert resources.fetched == [] and resources.scripts == 0
     rendered = render(html_path)
-    assert rendered.console == []
+    assert rendered.console == [] and rendered.fetched == []
     dom = rendered.dom
     for key, value in totals.items():
         if key == "requests_seen" or key == "requests_filtered":
@@ -131,6 +139,22 @@ def test_scrapy_crawl_writes_a_report_a_browser_opens_offline(tmp_path: Path) ->
     assert escape(press["kept"]) in dom and escape(member["url"]) in dom
     for name, value in data["stats"].items():
         assert re.search(rf"<td>{re.escape(name)}</td><td class=\"n\">{value:,}</td>", dom), name
+
+
+def test_the_browser_check_sees_a_page_that_fetches(tmp_path: Path) -> None:
+    # The control: what test_scrapy_crawl_writes_a_report_a_browser_opens_offline
+    # asserts of the report would fail for a page that loads anything or errs.
+    page = tmp_path / "fetches.html"
+    page.write_text(
+        '<!DOCTYPE html><html><body><p style="background:url(http://a.invalid/bg.png)">x</p>'
+        '<img src="https://b.invalid/i.png"><svg><image href="http://c.invalid/s.png"/></svg>'
+        "<script>console.error('oops')</script></body></html>",
+        encoding="utf-8",
+    )
+    rendered = render(page)
+    hosts = {re.search(r"[a-c]\.invalid", line).group(0) for line in rendered.fetched}  # type: ignore[union-attr]
+    assert hosts == {"a.invalid", "b.invalid", "c.invalid"}
+    assert rendered.console and "oops" in rendered.console[0]
 
 
 def _stats(**extra: int) -> dict[str, int]:
@@ -217,3 +241,27 @@ def test_a_report_that_cannot_be_written_says_so(tmp_path: Path, bad: str) -> No
     data = build_report(ReportCollector(), {}, spider="s", version="0", components=[], store="m")
     with pytest.raises(OSError):
         write_report(bad, data)
+
+
+def test_a_report_path_with_an_unknown_field_stops_the_crawl_at_start() -> None:
+    from scrapy.settings import Settings
+
+    from scrapy_dedup.config import DedupConfig
+
+    with pytest.raises(ValueError, match=r"DEDUP_REPORT=.*only %\(name\)s and %\(time\)s"):
+        DedupConfig.from_settings(Settings({"DEDUP_REPORT": "r-%(spider)s"}))
+    config = DedupConfig.from_settings(Settings({"DEDUP_REPORT": "r/%(name)s-%(time)s-100%%"}))
+    assert config.report == "r/%(name)s-%(time)s-100%%"
+
+
+@deferred_f_from_coro_f
+async def test_a_report_that_cannot_be_written_costs_the_crawl_nothing(
+    fresh_site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    fresh_site.routes.update(url_stage_routes())
+    settings = {"ADDONS": {"scrapy_dedup.DedupAddon": 0}, "DEDUP_REPORT": "/proc/no/report"}
+    with caplog.at_level(logging.INFO, logger="scrapy_dedup"):
+        result = await crawl(settings=settings, start=[fresh_site.url("/")])
+    assert result.items and result.stats["finish_reason"] == "finished"
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("Cannot write the dedup report to /proc/no")

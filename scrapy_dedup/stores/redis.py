@@ -403,6 +403,8 @@ class RedisStore(DedupStore):
         _, _, rest = value.partition(b":")
         run, _, kept = rest.partition(b":")
         if (int(kept) < self._oldest()) if kept else run != self._run_bytes:
+            if kept and not self._join_run:  # a tool asks: what will the next run do?
+                self._expired.add(key)
             return None  # counts for nothing in this run
         first = self._info(value)
         self._known.setdefault(key, first)
@@ -465,6 +467,18 @@ class RedisStore(DedupStore):
             time.sleep(0.1)
         if join:
             self.client.hset(run_key, f"w:{self.worker}", self.run)
+        else:
+            # A tool looks as a worker starting now would: in the run of the
+            # workers crawling now, else in a new run (the last run's pages
+            # count as kept by an earlier run, its frontier waits to resume).
+            peers = self._peers()
+            noted = self.client.hmget(run_key, [f"w:{peer}" for peer in peers]) if peers else []
+            runs = [int(run) for run in noted if run is not None]
+            if runs:
+                self.run = max(runs)
+            else:
+                self.run, self.new_run = self.run + 1, True
+        self._join_run = join
         self._run_bytes = str(self.run).encode()
         peers = self._peers()
         kept, texts, version = self.client.hmget(self._run_key, ["kept", "texts", "text_version"])

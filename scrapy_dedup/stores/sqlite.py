@@ -200,8 +200,12 @@ class SqliteStore(MemoryStore):
         recrawl_after: float | None = None,
         resume: str = "always",
         timeout: float = 0.25,
+        join: bool = True,
     ) -> None:
         super().__init__()
+        #: ``join=False``: a tool (``scrapy dedup explain``...) looks at an
+        #: existing namespace; opening it records no run.
+        self._join = join
         if persist not in ("kept", "seen"):
             raise ValueError(f"persist must be 'kept' or 'seen', not {persist!r}")
         if resume not in ("always", "after_crash"):
@@ -239,6 +243,8 @@ class SqliteStore(MemoryStore):
         #: it from the call that happened to trigger the write.
         self.on_write_error: Any = None
         self._lock_file: FileLock | None = None
+        if not join and not self.path.is_file():
+            raise StoreError(f"there is no dedup store at {self.path}")
         with contextlib.ExitStack() as undo:  # what is open so far, closed on failure
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -267,6 +273,7 @@ class SqliteStore(MemoryStore):
         prefix: str = "dedup",
         recrawl_after: float | None = None,
         timeout: float = 0.25,
+        join: bool = True,
     ) -> SqliteStore:
         """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (as
         in SQLAlchemy); ``%XX`` escapes are decoded, so ``%23`` is a ``#``.
@@ -289,7 +296,14 @@ class SqliteStore(MemoryStore):
                 f"DEDUP_STORE={uri!r} would keep nothing on disk: use DEDUP_STORE='memory' for "
                 "state that ends with the process, or name a file"
             )
-        return cls(path, namespace, persist="kept", recrawl_after=recrawl_after, timeout=timeout)
+        return cls(
+            path,
+            namespace,
+            persist="kept",
+            recrawl_after=recrawl_after,
+            timeout=timeout,
+            join=join,
+        )
 
     # -- opening ---------------------------------------------------------
 
@@ -389,6 +403,17 @@ class SqliteStore(MemoryStore):
         )  # WAL + NORMAL: a killed process loses nothing committed
 
     def _namespace_id(self, namespace: str) -> int:
+        if not self._join:
+            row = self._db.execute(
+                "SELECT id FROM namespaces WHERE name = ?", (namespace,)
+            ).fetchone()
+            if row is None:
+                names = [r[0] for r in self._db.execute("SELECT name FROM namespaces")]
+                raise StoreError(
+                    f"{self.path} has no namespace {namespace!r} "
+                    f"(it has: {', '.join(map(repr, sorted(names))) or 'none'})"
+                )
+            return int(row[0])
         self._db.execute("INSERT OR IGNORE INTO namespaces (name) VALUES (?)", (namespace,))
         row = self._db.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
         return int(row[0])
@@ -413,10 +438,12 @@ class SqliteStore(MemoryStore):
         recorded = row[0] if row else 1
         if texts and recorded < TEXT_VERSION:
             warn_old_texts(f"{self.path}, namespace {self.namespace!r}", recorded, TEXT_VERSION)
-        db.execute("INSERT OR REPLACE INTO text_version VALUES (?, ?)", (ns, TEXT_VERSION))
+        if self._join:
+            db.execute("INSERT OR REPLACE INTO text_version VALUES (?, ?)", (ns, TEXT_VERSION))
         row = db.execute("SELECT clean FROM runs WHERE ns = ?", (ns,)).fetchone()
         self.last_run_closed = bool(row and row[0])
-        db.execute("INSERT OR REPLACE INTO runs VALUES (?, 0)", (ns,))
+        if self._join:
+            db.execute("INSERT OR REPLACE INTO runs VALUES (?, 0)", (ns,))
         # After a pause (JOBDIR), Scrapy's queue holds what was unfinished:
         # only failed requests are fed to the next run.
         self.resume_all = not (self._resume == "after_crash" and self.last_run_closed)
