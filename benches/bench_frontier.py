@@ -602,6 +602,26 @@ def report(rows: dict[str, Row]) -> None:
             )
 
 
+def write_json(path: str, argv: Sequence[str], rows: dict[str, Row]) -> None:
+    """CPU and wall time per request of each configuration against plain
+    Scrapy's, medians of the rounds (``--json``)."""
+    from _results import Results
+
+    results = Results("bench_frontier", argv)
+    plain = rows.get("plain")
+    for row in rows.values():
+        if row is plain:
+            continue
+        for what, label in (("cpu", "CPU"), ("wall", "wall")):
+            results.add(
+                f"{row.config.label}: {label} per request, vs plain Scrapy",
+                row.median(what),
+                plain.median(what) if plain else None,
+                unit="us",
+            )
+    results.write(path)
+
+
 @dataclass
 class Run:
     """Where this run's crawls find their site, code, stores and Redis."""
@@ -898,6 +918,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="copy scrapy_dedup from DIR/scrapy_dedup (another tree, for before/after) "
         "instead of this working tree",
     )
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -1004,6 +1025,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nPer request (median of {args.rounds}; CPU range = fastest-slowest round, us/req)"
         )
         report(rows)
+        if args.json:
+            write_json(args.json, sys.argv[1:] if argv is None else argv, rows)
         if profile_dir is not None:
             print(f"\nWhere the time goes under cProfile (files in {profile_dir})")
             report_profiles(rows)

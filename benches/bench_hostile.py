@@ -61,7 +61,8 @@ def _response(url: str, reply: Reply) -> Response:
     return HtmlResponse(url, body=body, headers=headers, request=request)
 
 
-def per_response(count: int) -> None:
+def per_response(count: int) -> dict[str, float]:
+    """Prints the table; returns the median seconds per response of each shape."""
     routes = hostile_routes()
     shapes = [("normal page", lambda q: _normal_page()), *((p, routes[p]) for p in SHAPES)]
     # Warm up process-wide caches (the public suffix list, regexes) first.
@@ -74,6 +75,7 @@ def per_response(count: int) -> None:
         warm.process_response(response.request, response)
     print(f"\n1. process_response per response ({count} responses per shape)")
     print(f"   {'shape':<20} {'median ms':>10} {'max ms':>8} {'kept B/resp':>12}")
+    medians: dict[str, float] = {}
     for name, route in shapes:
         crawler = get_crawler(settings_dict={"ADDONS": {"scrapy_dedup.DedupAddon": 0}})
         middleware = build_from_crawler(RelCanonicalMiddleware, crawler)
@@ -107,7 +109,9 @@ def per_response(count: int) -> None:
             f"   {name:<20} {1000 * statistics.median(times):>10.2f} {1000 * max(times):>8.2f}"
             f" {kept / count:>12.0f}"
         )
+        medians[name] = statistics.median(times)
         state.close()
+    return medians
 
 
 class _Spider(scrapy.Spider):
@@ -143,7 +147,8 @@ async def _crawl(settings: dict[str, Any], start: str) -> float:
     return time.perf_counter() - started
 
 
-def whole_crawl(pages: int, repeat: int) -> None:
+def whole_crawl(pages: int, repeat: int) -> tuple[dict[str, float], dict[str, int]]:
+    """Prints the comparison; returns the best wall time and the fetches of each."""
     from twisted.internet import asyncioreactor
 
     asyncioreactor.install()
@@ -180,6 +185,7 @@ def whole_crawl(pages: int, repeat: int) -> None:
         each = ", ".join(f"{t:.2f}" for t in results[name])
         print(f"   {name:<14} {seconds:6.2f} s   {fetched[name]} fetches   (each: {each})")
     print(f"   ratio DedupAddon / plain Scrapy: {best['DedupAddon'] / best['plain Scrapy']:.2f}x")
+    return best, fetched
 
 
 def main() -> None:
@@ -187,10 +193,36 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=20, help="responses per shape (part 1)")
     parser.add_argument("--pages", type=int, default=10, help="pages per shape (part 2)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
     print(f"scrapy-dedup hostile pages benchmark, scrapy {scrapy.__version__}")
-    per_response(args.count)
-    whole_crawl(args.pages, args.repeat)
+    medians = per_response(args.count)
+    best, fetched = whole_crawl(args.pages, args.repeat)
+    if args.json:
+        from _results import Results
+
+        results = Results("bench_hostile", sys.argv[1:])
+        worst = max((s for s in medians if s != "normal page"), key=medians.__getitem__)
+        results.add(
+            f"process_response, worst hostile shape ({worst}), vs a normal page",
+            medians[worst] * 1e3,
+            medians["normal page"] * 1e3,
+            unit="ms",
+        )
+        results.add(
+            "whole crawl of the hostile site, wall (best), DedupAddon vs plain Scrapy",
+            best["DedupAddon"],
+            best["plain Scrapy"],
+            unit="s",
+        )
+        results.add(
+            "whole crawl of the hostile site, fetches, DedupAddon vs plain Scrapy",
+            fetched["DedupAddon"],
+            fetched["plain Scrapy"],
+            unit="fetches",
+            target="ratio == 1",
+        )
+        results.write(args.json)
 
 
 if __name__ == "__main__":

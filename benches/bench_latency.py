@@ -345,7 +345,8 @@ def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
             print(f"    new / {other:4} {ratios}")
 
 
-def bench_size(n: int, anchor_max: int, store_max: int, seed: int) -> None:
+def bench_size(n: int, anchor_max: int, store_max: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Prints the tables; returns each structure's insert latencies and bytes per key."""
     rng = np.random.default_rng(seed)
     key_array = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
     keys = key_array.tolist()
@@ -387,6 +388,9 @@ def bench_size(n: int, anchor_max: int, store_max: int, seed: int) -> None:
         print(f"    (memory store not run: N above --store-max {store_max:,})")
     if "rfp" not in results:
         print(f"    (RFPDupeFilter not run: N above --anchor-max {anchor_max:,})")
+    return {
+        name: {"insert": stats(*r["inserts"]), "bytes": r["bytes"]} for name, r in results.items()
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -399,6 +403,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--store-max", type=int, default=1_000_000, help="largest N run through the store"
     )
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     print("scrapy-dedup per-call latency benchmark (CompactMap)")
     print(f"  date      {datetime.date.today()}")
@@ -406,8 +411,34 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"  numpy     {np.__version__}, scrapy {scrapy.__version__}, cpus {os.cpu_count()}")
     print(f"  command   python benches/bench_latency.py {' '.join(sys.argv[1:])}".rstrip())
     started = time.perf_counter()
+    measured = {}
     for size in (int(s.replace("_", "")) for s in args.sizes.split(",")):
-        bench_size(size, args.anchor_max, args.store_max, args.seed)
+        measured[size] = bench_size(size, args.anchor_max, args.store_max, args.seed)
+    if args.json:
+        from _results import Results
+
+        out = Results("bench_latency", sys.argv[1:] if argv is None else argv)
+        for size, res in measured.items():
+            new = res["new"]
+            for other, label in (("rfp", "RFPDupeFilter"), ("old", "CompactMap before")):
+                if other not in res:
+                    continue
+                for stat in ("p99", "max"):
+                    out.add(
+                        f"insert {stat}, {size:,} keys, CompactMap vs {label}",
+                        new["insert"][stat],
+                        res[other]["insert"][stat],
+                        unit="us",
+                    )
+            if "rfp" in res:
+                out.add(
+                    f"bytes per key, {size:,} keys, CompactMap vs RFPDupeFilter",
+                    new["bytes"],
+                    res["rfp"]["bytes"],
+                    unit="B",
+                    target="ratio <= 0.5",
+                )
+        out.write(args.json)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 
 

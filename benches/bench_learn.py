@@ -125,17 +125,20 @@ def main() -> None:
     parser.add_argument("--stories", type=int, default=None)
     parser.add_argument("--orders", type=int, default=3, help="crawl orders (seeds) per setting")
     parser.add_argument("--late-trap", action="store_true")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
     stories = args.stories if args.stories is not None else args.products // 3
     model = MessySite(products=args.products, stories=stories, late_trap=args.late_trap)
     print(f"messy site: {args.products} products, {stories} stories and wiki pages")
     worst_lost = 0
     ratios = []
+    off_ratios = []
     for seed in range(args.orders):
         off = simulate(model, learn=False, seed=seed)
         on = simulate(model, learn=True, seed=seed)
         worst_lost = max(worst_lost, int(on["lost"]))
         ratios.append(on["fetches"] / on["real"])
+        off_ratios.append(off["fetches"] / off["real"])
         per_request = on["learner_s"] / on["requests"] * 1e6
         base = off["total_s"] / off["requests"] * 1e6
         if args.orders <= 5 or on["lost"]:
@@ -150,6 +153,19 @@ def main() -> None:
         f"{args.orders} orders: fetches per real page {min(ratios):.2f}-{max(ratios):.2f} "
         f"with learning; real pages lost, worst order: {worst_lost}"
     )
+    if args.json:
+        from _results import Results
+
+        results = Results("bench_learn", sys.argv[1:])
+        results.add(
+            f"simulated crawl: fetches per real page, learning vs off ({args.orders} orders)",
+            sum(ratios) / len(ratios),
+            sum(off_ratios) / len(off_ratios),
+        )
+        results.add(
+            "simulated crawl: real pages lost, worst order", worst_lost, target="ours == 0"
+        )
+        results.write(args.json)
 
 
 if __name__ == "__main__":

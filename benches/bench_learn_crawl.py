@@ -65,6 +65,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--redis", help="also crawl with three workers on this Redis")
     parser.add_argument("--only", help="comma-separated: scrapy, add-on, learn, workers")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
     stories = args.stories if args.stories is not None else args.products // 3
 
@@ -240,6 +241,8 @@ def main() -> None:
             f"| {r['items']:,.0f} ({r['doubled']:.0f}) | {r['wall']:.1f} "
             f"| {1000 * r['cpu'] / r['fetches']:.2f} | {r['rules']:.0f} |"
         )
+    if args.json:
+        write_json(args.json, results, len(real))
     if "add-on + learn" not in results or "add-on" not in results:
         return
     on, off = results["add-on + learn"], results["add-on"]
@@ -249,6 +252,36 @@ def main() -> None:
         f"{on['cpu'] / on['fetches'] / (off['cpu'] / off['fetches']):.2f}x, whole crawl CPU "
         f"{on['cpu'] / off['cpu']:.2f}x"
     )
+
+
+def write_json(path: str, results: dict[str, dict[str, float]], real: int) -> None:
+    """Fetches per real page against plain Scrapy's, pages lost and doubled (``--json``)."""
+    from _results import Results
+
+    out = Results("bench_learn_crawl", sys.argv[1:])
+    anchor = results.get("scrapy")
+    for name in ("add-on + learn", "learn, 3 workers on Redis", "add-on"):
+        r = results.get(name)
+        if r is None:
+            continue
+        out.add(
+            f"real crawl ({real:,} real pages): fetches per real page, {name} vs plain Scrapy",
+            r["fetches"] / real,
+            anchor["fetches"] / real if anchor else None,
+        )
+        out.add(f"real crawl: real pages lost, {name}", r["lost"], target="ours == 0")
+        out.add(
+            f"real crawl: real pages giving two items, {name}", r["doubled"], target="ours == 0"
+        )
+    if anchor and "add-on" in results:
+        r = results["add-on"]
+        out.add(
+            "real crawl: CPU per fetch, add-on vs plain Scrapy (site with duplicates)",
+            1000 * r["cpu"] / r["fetches"],
+            1000 * anchor["cpu"] / anchor["fetches"],
+            unit="ms",
+        )
+    out.write(path)
 
 
 if __name__ == "__main__":

@@ -269,7 +269,8 @@ def ratios(value: float, anchors: dict[str, float]) -> str:
     return "  ".join(f"{value / a:5.2f}x {n}" for n, a in anchors.items() if a and n != "ours")
 
 
-def part_real(contenders: list[Contender], seeds: int, reps: int) -> None:
+def part_real(contenders: list[Contender], seeds: int, reps: int) -> dict[str, Any]:
+    """Prints the comparison; returns the figures per contender."""
     texts, copies = corpus(seeds)
     words = statistics.mean(len(t.split()) for t in texts)
     print(
@@ -332,6 +333,7 @@ def part_real(contenders: list[Contender], seeds: int, reps: int) -> None:
         f"estimate error vs true Jaccard ({len(err)} pairs at 0.7-0.95): mean {err.mean():.4f}, "
         f"90% {np.quantile(err, 0.9):.4f}, 95% {np.quantile(err, 0.95):.4f}, max {err.max():.4f}"
     )
+    return {"fingerprint": fp_us, "insert": ins_us, "quality": quality}
 
 
 def _estimate(method: MinHashMethod, a: str, b: str) -> float:
@@ -446,12 +448,14 @@ def _url_judge(c: Contender) -> Callable[[str, str], str | None]:
     return is_duplicate
 
 
-def part_templated(contenders: list[Contender], templates: int, pages: int) -> None:
+def part_templated(contenders: list[Contender], templates: int, pages: int) -> dict[str, int]:
+    """Prints the table; returns the false drops per contender (both sites)."""
     print(
         f"\n== Templated sites: {templates} templates x {pages} pages of 300 template words "
         "+ 100 of their own; dropped pages (false: true Jaccard to the match < 0.75)"
     )
     print(f"{'':12}" + "".join(f"{k:>28}" for k in ("synthetic", "real English")))
+    drops: dict[str, int] = {}
     for c in contenders:
         cells = []
         for site in (synthetic_site, english_site):
@@ -466,7 +470,9 @@ def part_templated(contenders: list[Contender], templates: int, pages: int) -> N
             took = (time.perf_counter() - t0) / total * 1e6
             span = f" J {min(worst):.2f}-{max(worst):.2f}" if worst else ""
             cells.append(f"{false:5d} false ({100 * false / total:.2f}%){span} {took:5.0f}us")
+            drops[c.name] = drops.get(c.name, 0) + false
         print(f"{c.name:12}" + "".join(f"{cell:>28}" for cell in cells))
+    return drops
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -481,6 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--skip", default="", help="comma-separated parts to skip: real,scale,templated"
     )
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     started = time.perf_counter()
@@ -493,15 +500,52 @@ def main(argv: Sequence[str] | None = None) -> int:
             contenders.append(make())
         except ImportError as e:
             print(f"(no {make.name}: {e}; pip install -r benches/requirements.txt)")
+    real: dict[str, Any] = {}
+    drops: dict[str, int] = {}
     if "real" not in skip:
-        part_real(contenders, args.docs_seeds, args.reps)
+        real = part_real(contenders, args.docs_seeds, args.reps)
     if "templated" not in skip:
-        part_templated(contenders, args.templates, args.pages)
+        drops = part_templated(contenders, args.templates, args.pages)
     if "scale" not in skip:
         sizes = [100_000, 1_000_000] + ([10_000_000] if args.full else [])
         part_scale(sizes, contenders)
+    if args.json:
+        write_json(args.json, sys.argv[1:] if argv is None else argv, real, drops)
     print(f"\n(wall {time.perf_counter() - started:.0f}s)")
     return 0
+
+
+def write_json(
+    path: str, argv: Sequence[str], real: dict[str, Any], drops: dict[str, int]
+) -> None:
+    from _results import Results
+
+    results = Results("bench_near", argv)
+    anchors = [
+        name for name in ("datasketch", "rensa") if name in drops or name in real.get("insert", {})
+    ]
+    if real:
+        for what, key in (("fingerprint from text", "fingerprint"), ("insert+query", "insert")):
+            for anchor in anchors:
+                results.add(
+                    f"MinHash {what} per document, vs {anchor}",
+                    real[key]["ours"],
+                    real[key][anchor],
+                    unit="us",
+                )
+        recall, false = real["quality"]["ours"]
+        results.add("MinHash recall of injected near duplicates", recall, target="ours >= 0.95")
+        results.add("MinHash false drops, real documents", false, unit="docs", target="ours == 0")
+    for anchor in anchors:
+        if "ours" in drops and anchor in drops:
+            results.add(
+                f"templated sites: false drops, vs {anchor}",
+                drops["ours"],
+                drops[anchor],
+                unit="pages",
+                target="ours == 0",
+            )
+    results.write(path)
 
 
 if __name__ == "__main__":

@@ -202,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="another git revision to run beside them (e.g. HEAD: the last commit, "
         "without the working tree's changes)",
     )
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
 
     docs = documents(min_words=300, max_words=2000)
@@ -257,6 +258,21 @@ def main(argv: Sequence[str] | None = None) -> None:
             "  (steps and total: wall time of each item, its best round, summed; stats/other"
             " = total - steps;\n   CPU: process_time of the stream's best round)"
         )
+        if args.json:
+            from _results import Results
+
+            results = Results("bench_pipeline", sys.argv[1:] if argv is None else argv)
+            for k, label in enumerate(labels[:-1]):
+                for key in ("total", "CPU, whole stream"):
+                    results.add(
+                        f"ContentDedupPipeline per item ({key}), vs commit {label}",
+                        rows[key][-1],
+                        rows[key][k],
+                        unit="us",
+                    )
+            if len(labels) == 1:
+                results.add("ContentDedupPipeline per item (total)", rows["total"][0], unit="us")
+            results.write(args.json)
         if args.profile:
             for impl in impls:
                 profile(impl, items, 25)

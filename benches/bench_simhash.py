@@ -83,7 +83,8 @@ def documents(words_per_doc: int = 1000) -> list[str]:
     ]
 
 
-def bench_simhash(repeat: int) -> None:
+def bench_simhash(repeat: int) -> tuple[float, float]:
+    """Prints the comparison; returns (ours, recipe) in seconds per document."""
     docs = documents()
     ascii_docs = sum(doc.isascii() for doc in docs)
     print(f"\n== simhash of a 1000-word document ({len(docs)} docs, {ascii_docs} pure ASCII)")
@@ -95,9 +96,11 @@ def bench_simhash(repeat: int) -> None:
     print(f"  scrapy_dedup.text.simhash:            {ours * 1e6:9.1f} us/doc")
     verdict = "meets" if recipe / ours >= 40 else "MISSES"
     print(f"  speedup: {recipe / ours:.1f}x  ({verdict} the >= 40x target)")
+    return ours, recipe
 
 
-def bench_index(size: int, queries: int, rng: np.random.Generator) -> None:
+def bench_index(size: int, queries: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Prints the comparison; returns (index, scan) in seconds per query."""
     k = 3
     fingerprints = rng.integers(0, 2**64, size=size, dtype=np.uint64)
     doc_ids = np.arange(size, dtype=np.int64)
@@ -167,6 +170,7 @@ def bench_index(size: int, queries: int, rng: np.random.Generator) -> None:
         f"  memory: {index.nbytes() / size:.1f} bytes/fingerprint (nbytes of numpy arrays); "
         f"{traced_bulk / size:.1f} (tracemalloc, after update())"
     )
+    return ours, scan
 
 
 def bench_add_memory(size: int, rng: np.random.Generator) -> None:
@@ -193,16 +197,36 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=7, help="passes for simhash timing")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     print(
         f"Python {sys.version.split()[0]}, numpy {np.__version__}, {platform.machine()}, "
         f"{platform.processor() or platform.platform()}"
     )
     rng = np.random.default_rng(args.seed)
-    bench_simhash(args.repeat)
-    for size in args.sizes:
-        bench_index(size, args.queries, rng)
+    ours, recipe = bench_simhash(args.repeat)
+    index = {size: bench_index(size, args.queries, rng) for size in args.sizes}
     bench_add_memory(min(100_000, max(args.sizes)), rng)
+    if args.json:
+        from _results import Results
+
+        results = Results("bench_simhash", sys.argv[1:] if argv is None else argv)
+        results.add(
+            "simhash of a 1000-word document, vs the recipe's simhash",
+            ours * 1e6,
+            recipe * 1e6,
+            unit="us",
+            target=f"ratio <= {1 / 40}",
+            note="at least 40x faster",
+        )
+        for size, (query, scan) in index.items():
+            results.add(
+                f"SimhashIndex.query, {size:,} fingerprints, vs a numpy scan",
+                query * 1e6,
+                scan * 1e6,
+                unit="us",
+            )
+        results.write(args.json)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,8 @@ async def run(
     return count / args.seconds, dict(crawler.stats.get_stats())
 
 
-async def bench(args: argparse.Namespace) -> None:
+async def bench(args: argparse.Namespace) -> dict[str, float]:
+    """Prints the rates; returns responses per second: memory, healthy, frozen."""
     site = Site().start()
     site.routes = TreeRoutes(args.delay)
     with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
@@ -172,6 +173,7 @@ async def bench(args: argparse.Namespace) -> None:
         f"  ratios: frozen / healthy {frozen / healthy:.2f}   healthy / memory "
         f"{healthy / memory:.2f}   frozen / memory {frozen / memory:.2f}"
     )
+    return {"memory": memory, "healthy": healthy, "frozen": frozen}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=3, help="seconds before it (3)")
     parser.add_argument("--delay", type=float, default=0.05, help="each page's latency (0.05)")
     parser.add_argument("--concurrency", type=int, default=4, help="CONCURRENT_REQUESTS (4)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     print("scrapy-dedup: crawl throughput with a frozen Redis store")
     print(
@@ -189,13 +192,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"CONCURRENT_REQUESTS {args.concurrency}"
     )
     failure: list[Any] = []
+    rates: dict[str, float] = {}
     done = deferred_from_coro(bench(args))
-    done.addErrback(failure.append)
+    done.addCallbacks(rates.update, failure.append)
     done.addBoth(lambda _: reactor.stop())
     reactor.run()
     if failure:
         failure[0].printTraceback()
         return 1
+    if args.json:
+        from _results import Results
+
+        results = Results("bench_store_faults", sys.argv[1:] if argv is None else argv)
+        results.add(
+            "crawl rate with Redis frozen, vs Redis healthy",
+            rates["frozen"],
+            rates["healthy"],
+            unit="responses/s",
+        )
+        results.add(
+            "crawl rate with Redis healthy, vs the memory store",
+            rates["healthy"],
+            rates["memory"],
+            unit="responses/s",
+        )
+        results.write(args.json)
     return 0
 
 

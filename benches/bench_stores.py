@@ -421,14 +421,18 @@ def random_keys(n: int, seed: int) -> tuple[list[int], list[int]]:
     return keys.tolist(), infos.tolist()
 
 
-def bulk_load(client: redis.Redis, base: str, keys: Sequence[int], infos: Sequence[int]) -> None:
+def bulk_load(
+    client: redis.Redis, base: str, keys: Sequence[int], infos: Sequence[int], run: bytes
+) -> None:
     """Pipelined HSETNX in RedisStore's URL layout: hash ``<base>:u:<top 16 bits>``,
-    field = low 48 bits as 6 little-endian bytes, value = info."""
+    field = low 48 bits as 6 little-endian bytes, value = ``<info>:<run>`` (what
+    ``RedisStore.add_url`` writes in run ``run``)."""
     chunk = 20_000
     for i in range(0, len(keys), chunk):
         pipe = client.pipeline(transaction=False)
         for key, info in zip(keys[i : i + chunk], infos[i : i + chunk], strict=True):
-            pipe.hsetnx(f"{base}:u:{key >> 48:04x}", (key & _LOW48).to_bytes(6, "little"), info)
+            field = (key & _LOW48).to_bytes(6, "little")
+            pipe.hsetnx(f"{base}:u:{key >> 48:04x}", field, b"%d:%s" % (info, run))
         pipe.execute()
 
 
@@ -464,23 +468,23 @@ def measure_ours(
 ) -> MemResult:
     ns = f"mem{n}"
     base = f"{prefix}:{ns}"
+    # Opened first: it starts the namespace's run, whose id a stored URL value carries.
+    store = RedisStore(client, ns, prefix=prefix)
     before = used_memory(client)
     t0 = time.perf_counter()
     if through_store:
-        store = RedisStore(client, ns, prefix=prefix)
         add = store.add_url
         for key, info in zip(keys, infos, strict=True):
             add(key, info)
         how = "RedisStore.add_url, one EVALSHA per key"
     else:
-        bulk_load(client, base, keys, infos)
+        bulk_load(client, base, keys, infos, store._run_bytes)
         how = "pipelined HSETNX in RedisStore's layout"
     load_s = time.perf_counter() - t0
     delta = used_memory(client) - before
     if not through_store:  # the layout must be the store's: read a sample back through it
-        check = RedisStore(client, ns, prefix=prefix)
         for key, info in list(zip(keys, infos, strict=True))[:: max(1, n // 1000)]:
-            if check.get_url(key) != info:
+            if store.get_url(key) != info:
                 raise AssertionError("bulk-loaded layout differs from RedisStore's")
     usage = memory_usage(client, f"{base}:u:*")
     count = delete_matching(client, f"{base}:*")
@@ -891,6 +895,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="Redis server URI")
     parser.add_argument("--no-cluster", action="store_true", help="skip the Redis Cluster rows")
     parser.add_argument("--quick", action="store_true", help="small sizes, under a minute")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     for name, value in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, name) is None:
@@ -965,6 +970,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"   ({time.perf_counter() - section:.0f}s)")
 
             explain(args, rows, mem_pairs, sqlite_res, content)
+            if args.json:
+                write_json(
+                    args,
+                    sys.argv[1:] if argv is None else argv,
+                    rows,
+                    mem_pairs,
+                    sqlite_res,
+                    content,
+                )
         finally:
             if client is not None:
                 removed = 0
@@ -979,6 +993,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"(wall {time.perf_counter() - started:.0f}s; load avg at the end {load})")
     return 0
+
+
+def write_json(
+    args: argparse.Namespace,
+    argv: Sequence[str],
+    rows: dict[str, Row],
+    mem_pairs: Sequence[tuple[MemResult, ...]],
+    sqlite_res: dict[str, float],
+    content: dict[str, float],
+) -> None:
+    """The headline figures, each with its anchor, as JSON (``--json``)."""
+    from _results import Results
+
+    results = Results("bench_stores", argv)
+    n = args.n
+    pairs = [
+        ("memory", "anchor", "request_seen + log(), memory store, vs RFPDupeFilter"),
+        ("sqlite", "anchor", "request_seen + log(), sqlite:///, vs RFPDupeFilter"),
+        ("jobdir", "anchor_jobdir", "request_seen + log(), JOBDIR, vs RFPDupeFilter + JOBDIR"),
+        ("redis", "anchor", "request_seen + log(), Redis (loopback), vs RFPDupeFilter"),
+        ("cluster", "anchor", "request_seen + log(), Redis Cluster, vs RFPDupeFilter"),
+    ]
+    for ours, anchor, metric in pairs:
+        if ours in rows and rows[ours].times:
+            results.add(metric, rows[ours].best * 1e6 / n, rows[anchor].best * 1e6 / n, unit="us")
+    for ours_r, anchor_r in mem_pairs:
+        results.add(
+            f"Redis memory per URL key at {ours_r.n:,}, vs scrapy-redis's SET",
+            ours_r.usage / ours_r.n,
+            anchor_r.usage / anchor_r.n,
+            unit="B",
+        )
+    results.add(
+        f"SQLite open with {args.sqlite_n:,} kept keys, vs RFPDupeFilter + JOBDIR",
+        sqlite_res["open"],
+        sqlite_res["anchor"],
+        unit="s",
+    )
+    for name, per_item in content.items():
+        if name not in ("fingerprint", "memory"):
+            results.add(
+                f"content stage store calls per item, {name}, vs memory store",
+                per_item * 1e6,
+                content["memory"] * 1e6,
+                unit="us",
+            )
+    results.write(args.json)
 
 
 def explain(

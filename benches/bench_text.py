@@ -195,7 +195,11 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds * 1e3:8.2f} ms"
 
 
-def bench_sizes(sizes: Iterable[int], repeat: int, old_shingle_limit: int) -> None:
+def bench_sizes(
+    sizes: Iterable[int], repeat: int, old_shingle_limit: int
+) -> dict[tuple[int, str], tuple[float | None, float]]:
+    """Prints the table; returns (old, new) seconds per (characters, step)."""
+    measured: dict[tuple[int, str], tuple[float | None, float]] = {}
     print("\n1. time per step on real English (best of repeats; per MB shows linearity)")
     print(
         f"  {'size':>8}  {'step':<15} {'old':>11} {'new':>11}  {'new/old':>7}  {'new per MB':>10}"
@@ -207,14 +211,17 @@ def bench_sizes(sizes: Iterable[int], repeat: int, old_shingle_limit: int) -> No
             new = best_time(lambda s=step, t=text: STEPS["new"][s](t), reps)
             if step == "shingle_hashes" and size > old_shingle_limit:
                 old_txt, ratio = "    skipped", "      -"
+                measured[len(text), step] = (None, new)
             else:
                 old = best_time(lambda s=step, t=text: STEPS["old"][s](t), reps)
                 old_txt, ratio = fmt_time(old), f"{new / old:6.2f}x"
+                measured[len(text), step] = (old, new)
             per_mb = new / (len(text) / 1e6)
             print(
                 f"  {len(text) / 1e6:7.2f}M  {step:<15} {old_txt:>11} {fmt_time(new):>11}"
                 f"  {ratio:>7}  {fmt_time(per_mb):>10}"
             )
+    return measured
 
 
 def shapes(kib: int) -> dict[str, str]:
@@ -232,7 +239,9 @@ def shapes(kib: int) -> dict[str, str]:
     }
 
 
-def bench_shapes(kib: int, repeat: int) -> None:
+def bench_shapes(kib: int, repeat: int) -> dict[str, tuple[float | None, float]]:
+    """Prints the table; returns (old, new) seconds per shape (old None: it raised)."""
+    measured: dict[str, tuple[float | None, float]] = {}
     print(f"\n2. hostile shapes of ~{kib} KiB through clean_text + content_digest")
     print(f"  {'shape':<30} {'old':>11} {'new':>11}  {'old/new':>8}")
     for name, text in shapes(kib).items():
@@ -253,6 +262,8 @@ def bench_shapes(kib: int, repeat: int) -> None:
         old_txt = fmt_time(old) if old is not None else f"{error:>11}"
         ratio = f"{old / new:7.0f}x" if old is not None else "       -"
         print(f"  {name:<30} {old_txt:>11} {fmt_time(new):>11}  {ratio}")
+        measured[name] = (old, new)
+    return measured
 
 
 def _child(impl: str, step: str, chars: int) -> None:
@@ -361,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small shapes, no memory children")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     if args.child:
         impl, step, chars = args.child
@@ -372,8 +384,36 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     start = time.perf_counter()
     big = [1_000, 100_000, 5_000_000, 10_000_000, 50_000_000]
-    bench_sizes(big[:3] if args.quick else big, args.repeat, old_shingle_limit=10_000_000)
-    bench_shapes(32 if args.quick else 187, args.repeat)
+    steps = bench_sizes(big[:3] if args.quick else big, args.repeat, old_shingle_limit=10_000_000)
+    shaped = bench_shapes(32 if args.quick else 187, args.repeat)
+    if args.json:
+        from _results import Results
+
+        results = Results("bench_text", sys.argv[1:] if argv is None else argv)
+        for step in ("clean_text", "content_digest", "shingle_hashes"):
+            # the largest text the previous code was run on
+            size, (old, new) = max(
+                (
+                    (chars, pair)
+                    for (chars, name), pair in steps.items()
+                    if name == step and pair[0]
+                ),
+                key=lambda found: found[0],
+            )
+            results.add(
+                f"{step} on {size / 1e6:.1f} MB of English, vs the previous code",
+                new * 1e3,
+                (old or 0) * 1e3,
+                unit="ms",
+            )
+        name, (old, new) = max(shaped.items(), key=lambda kv: kv[1][1])
+        results.add(
+            f"clean_text + content_digest, slowest hostile shape ({name}), vs the previous code",
+            new * 1e3,
+            old * 1e3 if old is not None else None,
+            unit="ms",
+        )
+        results.write(args.json)
     if not args.quick:
         bench_memory(50_000_000)
     bench_english_shingles(args.repeat)

@@ -437,6 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--batch", type=int, default=10_000, help="requests per batch, memory run (default 10000)"
     )
     parser.add_argument("--verbose", action="store_true", help="top allocation sites (memory)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     if min(args.n, args.mem_n, args.canon_n, args.repeat, args.batch) < 1:
         parser.error("sizes and --repeat must be positive")
@@ -548,6 +549,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     print(table(["function", "us/URL", "vs naive", "vs w3lib", "distinct keys"], rows))
     print(f"   ({time.perf_counter() - section:.0f}s)")
+
+    if args.json:
+        from _results import Results
+
+        results = Results("bench_url_stage", sys.argv[1:] if argv is None else argv)
+        results.add(
+            "request_seen + log() per request, vs RFPDupeFilter",
+            t_ours * 1e6 / args.n,
+            t_anchor * 1e6 / args.n,
+            unit="us",
+            target=f"ratio <= {TIME_LIMIT}",
+        )
+        results.add(
+            "memory retained per seen URL, vs RFPDupeFilter",
+            mem["ours"][0] / args.mem_n,
+            mem["RFPDupeFilter"][0] / args.mem_n,
+            unit="B",
+            target=f"ratio <= {MEM_LIMIT}",
+        )
+        results.add(
+            f"designed duplicates caught (of {variants}), vs RFPDupeFilter",
+            d_ours,
+            d_anchor,
+            unit="requests",
+        )
+        results.add(
+            "canonicalize_url per URL, vs w3lib.url.canonicalize_url",
+            res_c["scrapy_dedup.canonicalize_url"][0] * 1e6 / args.canon_n,
+            t_w3lib * 1e6 / args.canon_n,
+            unit="us",
+        )
+        results.write(args.json)
 
     print(
         f"\nSummary: request_seen {time_ratio:.3f}x "
