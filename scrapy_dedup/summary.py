@@ -12,7 +12,14 @@ from scrapy import signals
 from scrapy.utils.asyncio import call_later, create_looping_call
 
 from scrapy_dedup import __version__
-from scrapy_dedup.report import _SAVED_BY, ReportCollector, build_report, savings, write_report
+from scrapy_dedup.report import (
+    _SAVED_BY,
+    ReportCollector,
+    _size,
+    build_report,
+    savings,
+    write_report,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -24,14 +31,6 @@ logger = logging.getLogger(__name__)
 
 def _count(n: float) -> str:
     return f"{n:,.0f}"
-
-
-def _size(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} TiB"  # pragma: no cover
 
 
 def summary_line(stats: dict[str, Any]) -> str | None:
