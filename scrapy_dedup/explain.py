@@ -7,7 +7,6 @@ Settings are read as a crawl reads them (a spider's ``custom_settings``, the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy_dedup.config import DedupConfig
 from scrapy_dedup.keys import PREVIOUS_RUN, REL_CANONICAL, RequestKeys
 from scrapy_dedup.learn import Learner
-from scrapy_dedup.learning import read_record
+from scrapy_dedup.learning import kept_earlier, load_rules_file, read_record
 from scrapy_dedup.state import resolve_sqlite_path
 from scrapy_dedup.stores import DedupStore, open_store, redact
 from scrapy_dedup.url import RULES, UNPARSED, rule_names
@@ -136,11 +135,7 @@ def _learner(project: Project, store: DedupStore | None) -> Learner | None:
         return None
 
     def kept(url: str) -> bool:
-        if store is None:
-            return True
-        key = project.keys.of_url(url)
-        info = store.get_url(key)
-        return info is not None and bool(info & PREVIOUS_RUN) and not store.expired(key)
+        return store is None or kept_earlier(store, project.keys, url)
 
     learner = Learner(
         min_support=config.learn_min_support,
@@ -149,12 +144,8 @@ def _learner(project: Project, store: DedupStore | None) -> Learner | None:
         frozen=config.learn_frozen,
         kept=kept,
     )
-    path = Path(config.learn_rules) if config.learn_rules else None
-    if path is not None and path.exists():
-        try:
-            learner.load(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"DEDUP_LEARN_RULES={str(path)!r}: cannot read it: {exc}") from None
+    if config.learn_rules and Path(config.learn_rules).exists():
+        load_rules_file(learner, Path(config.learn_rules))
     if store is not None:
         records, _ = store.exchange_evidence([], 0)
         for text in records:

@@ -41,7 +41,14 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from typing_extensions import Self
 
-__all__ = ["LearnedRules", "LearnedRulesMiddleware", "learned_rules", "read_record"]
+__all__ = [
+    "LearnedRules",
+    "LearnedRulesMiddleware",
+    "kept_earlier",
+    "learned_rules",
+    "load_rules_file",
+    "read_record",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +62,23 @@ def learned_rules(state: CrawlState) -> LearnedRules | None:
         state.learned = LearnedRules(state.crawler, state)
     learned: LearnedRules = state.learned
     return learned
+
+
+def load_rules_file(learner: Learner, path: Path) -> int:
+    """Load ``DEDUP_LEARN_RULES`` into ``learner``; how many rules. A file
+    that cannot be read is like a wrong setting: ``ValueError`` naming it."""
+    try:
+        return learner.load(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"DEDUP_LEARN_RULES={str(path)!r}: cannot read it: {exc}") from None
+
+
+def kept_earlier(store: Any, keys: Any, url: str) -> bool:
+    """Whether an earlier run kept the page at canonical ``url`` and the
+    next fetch of it is not due (DEDUP_RECRAWL_AFTER, forgotten)."""
+    key = keys.of_url(url)
+    info = store.get_url(key)
+    return info is not None and bool(info & PREVIOUS_RUN) and not store.expired(key)
 
 
 def read_record(text: str) -> tuple[str, Any, str, int, Any] | None:
@@ -115,11 +139,7 @@ class LearnedRules:
         crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
 
     def _load(self, path: Path) -> None:
-        try:
-            count = self.learner.load(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            # Like a wrong setting: the crawl does not start, and says why.
-            raise ValueError(f"DEDUP_LEARN_RULES={str(path)!r}: cannot read it: {exc}") from exc
+        count = load_rules_file(self.learner, path)
         logger.info(
             "Loaded %d learned URL rules from %s%s",
             count,
@@ -148,10 +168,7 @@ class LearnedRules:
         stand for its class (a list page that gave no item, a failed page, a
         page past DEDUP_RECRAWL_AFTER or forgotten is fetched again, and so
         are its copies, until this run fetched one)."""
-        store = self.state.store
-        key = self.state.keys.of_url(url)
-        info = store.get_url(key)
-        return info is not None and bool(info & PREVIOUS_RUN) and not store.expired(key)
+        return kept_earlier(self.state.store, self.state.keys, url)
 
     def _replay(self) -> None:
         """At start, what earlier runs and the other workers fetched."""
