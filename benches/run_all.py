@@ -94,6 +94,7 @@ BENCHES = [
         with_redis=("--redis",),
     ),
     Bench("sqlite_open", ("--n", "300000"), "opening an SQLite store", 15),
+    Bench("restore", ("--n", "100000"), "resuming a 100k-request frontier vs plain", 60),
     Bench(
         "simhash",
         ("--sizes", "10000", "100000", "1000000", "--queries", "5000", "--repeat", "5"),

@@ -24,12 +24,14 @@ unpickled or imported from the file.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.task import deferLater
 
 from scrapy_dedup.serialize import request_from_json, request_to_json
 from scrapy_dedup.state import CrawlState
@@ -46,6 +48,16 @@ logger = logging.getLogger(__name__)
 #: Meta keys this middleware sets on restored requests; a page that copies its
 #: meta into the requests it yields (``meta=response.meta``) does not pass them on.
 _OWN_META = ("dedup_restored", "dedup_attempts", "dedup_failed")
+
+#: Restored requests yielded between two reactor turns.
+_RESTORE_BATCH = 200
+
+
+async def _next_turn() -> None:
+    """Let the reactor run (downloads, responses) before going on."""
+    from twisted.internet import reactor  # the one Scrapy installed
+
+    await maybe_deferred_to_future(deferLater(reactor, 0, lambda: None))
 
 
 @dataclass
@@ -84,10 +96,12 @@ class DedupFrontierMiddleware:
         self.max_retries = state.config.frontier_retries
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
+        self._downloaded: set[int] = set()  # keys of restored requests this run downloaded
         connect = crawler.signals.connect
         connect(self._request_out, signal=signals.request_scheduled)
         connect(self._request_out, signal=signals.request_dropped)
         connect(self._reached_downloader, signal=signals.request_reached_downloader)
+        connect(self._left_downloader, signal=signals.request_left_downloader)
         connect(self._item_scraped, signal=signals.item_scraped)
         connect(self._item_dropped, signal=signals.item_dropped)
         connect(self._item_error, signal=signals.item_error)
@@ -98,22 +112,26 @@ class DedupFrontierMiddleware:
         return cls(crawler)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        for request in self._restored():
+        # Streamed, with a reactor turn every few hundred requests: the first
+        # request goes out at once, however large the frontier is.
+        for n, request in enumerate(self._restored(), 1):
             # Through the filter: a request the crawl meets again is fetched once.
             yield request
+            if not n % _RESTORE_BATCH:
+                await _next_turn()
         async for item_or_request in start:
             yield item_or_request
 
-    def _restored(self) -> list[Request]:
+    def _restored(self) -> Iterator[Request]:
         """The requests earlier runs left unfinished (interrupted, or failed:
         a download error, an error answer, a callback that raised); each is
         given up once ``DEDUP_FRONTIER_RETRIES`` later runs downloaded it in
         vain. After a pause (``JOBDIR``), only the failed ones: Scrapy's own
         queue holds the others."""
-        restored: list[Request] = []
+        restored = 0
         given_up: list[str] = []
         gone: list[int] = []  # rows given up, or moved to another key
-        moved: dict[int, str] = {}  # new key -> the row moved there
+        moved: set[int] = set()  # keys rows were moved to
         unreadable = 0
         only_failed = not self.store.resume_all
         for key, text in self.store.pending_requests():
@@ -135,22 +153,23 @@ class DedupFrontierMiddleware:
                 # Keyed otherwise now (DEDUP_URL_* rules or the fingerprinter
                 # changed): the row moves to the key this run settles it under,
                 # or it would be restored again by every later run.
-                moved[new_key] = text
+                self.store.add_pending(new_key, text)
+                moved.add(new_key)
                 gone.append(key)
-            restored.append(request)
-        # Rows are deleted only where no row moves to: one row's new key may
-        # be another's old key.
+            restored += 1
+            self.stats.inc_value("dedup/frontier/restored")
+            yield request
+        # Rows are deleted last, and only where no row moved to: one row's new
+        # key may be another's old key. A run killed before this point leaves
+        # them, and the next one restores them again (the filter drops repeats).
         for key in gone:
             if key not in moved:
                 self.store.done_pending(key)
-        for key, text in moved.items():
-            self.store.add_pending(key, text)
         if restored:
-            self.stats.inc_value("dedup/frontier/restored", len(restored))
             logger.info(
-                "Resuming %d requests that earlier runs of this namespace left unfinished "
+                "Resumed %d requests that earlier runs of this namespace left unfinished "
                 "or failed",
-                len(restored),
+                restored,
             )
         if unreadable:
             self.stats.inc_value("dedup/frontier/unreadable", unreadable)
@@ -168,7 +187,6 @@ class DedupFrontierMiddleware:
                 self.max_retries,
                 ", ".join(given_up[:10]) + (" ..." if len(given_up) > 10 else ""),
             )
-        return restored
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
@@ -212,11 +230,20 @@ class DedupFrontierMiddleware:
             unsent[key] -= 1
             if not unsent[key]:
                 del unsent[key]
-        if request.meta.get("dedup_restored") and not request.meta.get("redirect_urls"):
-            # One more later run tried it (the row says so from now on).
-            attempts = int(request.meta.get("dedup_attempts", 0)) + 1
-            request.meta["dedup_attempts"] = attempts
-            self._rewrite(key, request)
+
+    def _left_downloader(self, request: Request) -> None:
+        # A download that completed (an answer or a download error) is one
+        # try; a request in flight when a run is killed is none. Retries
+        # within the run (RetryMiddleware, redirects) are the same try.
+        if not request.meta.get("dedup_restored") or request.meta.get("redirect_urls"):
+            return
+        key = self.keys.of(request).key
+        if key in self._downloaded:
+            return
+        self._downloaded.add(key)
+        # One more later run downloaded it (the row says so from now on).
+        request.meta["dedup_attempts"] = int(request.meta.get("dedup_attempts", 0)) + 1
+        self._rewrite(key, request)
 
     def _failed(self, response: Response) -> None:
         """A page failed: its row stays, marked, for later runs (even after a pause)."""
@@ -289,5 +316,6 @@ class DedupFrontierMiddleware:
         self.state.unsent.clear()
         self._pages.clear()
         self._requests.clear()
+        self._downloaded.clear()
         self.store.end_run()
         self.state.detach()

@@ -621,3 +621,49 @@ async def test_runs_cut_short_do_not_use_up_the_retries_of_what_they_never_fetch
     assert last.stats.get("dedup/frontier/given_up", 0) == 0
     fetched += fresh_site.fetched()
     assert {p for p in fetched} >= {*(f"/more/{n}" for n in range(20)), "/flaky/4"}
+
+
+def test_runs_killed_while_a_slow_page_is_in_flight_do_not_use_up_its_retries(
+    fresh_site: Site, tmp_path: Path
+) -> None:
+    """A request in flight at a kill -9 was never downloaded: the retries count
+    downloads that completed, so the slow page and the chain behind it (which
+    only it links to) are fetched however many runs were killed while it was
+    on its way."""
+    content: dict[str, str] = {}
+    _chain_site(fresh_site, content, length=8)
+    fast = fresh_site.routes["/flaky/3"]
+
+    def slow(q: Any) -> Reply:
+        time.sleep(4)
+        return fast(q)
+
+    fresh_site.routes["/flaky/3"] = slow
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": f"sqlite:///{tmp_path}/d.db",
+        "DEDUP_FRONTIER_RETRIES": 1,
+        "DOWNLOAD_TIMEOUT": 30,
+    }
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+    logs = []
+    for _ in range(3):  # three runs, each killed while /flaky/3 is on its way
+        fresh_site.reset()
+        proc = _worker(settings, start, items)
+        deadline = time.monotonic() + 60
+        while "/flaky/3" not in fresh_site.fetched() and time.monotonic() < deadline:
+            if proc.poll() is not None:  # it never asked for /flaky/3
+                break
+            time.sleep(0.01)
+        time.sleep(0.5)
+        proc.kill()
+        logs.append(proc.communicate(timeout=30)[0])
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    logs.append(proc.communicate(timeout=120)[0])
+    assert proc.returncode == 0, logs[-1]
+    assert not [log for log in logs if "Giving up" in log]
+    assert "/flaky/8" in fresh_site.fetched(), logs[-1]
+    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    assert set(_names(kept, content)) == set(content.values()), logs[-1]
