@@ -270,6 +270,7 @@ class SqliteStore(MemoryStore):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._lock(namespace)
                 undo.callback(self._unlock)
+                self._refuse_hard_links()
                 # A short busy timeout: another program's write lock fails a
                 # flush fast into the backoff, rather than blocking the crawl.
                 self._db = sqlite3.connect(
@@ -331,10 +332,13 @@ class SqliteStore(MemoryStore):
         """Lock ``<file>.<namespace hash>.lock`` (flock on Unix, msvcrt on
         Windows, through filelock): the lock dies with the process, and two
         opens of one namespace conflict even within one process. 64 bits of
-        SHA-256, as namespaces whose CRC-32 collide would share a lock."""
+        SHA-256, as namespaces whose CRC-32 collide would share a lock. The
+        lock is beside the file a symlink points to, so that every name of
+        the file takes one lock (hard links are refused: see
+        :meth:`_refuse_hard_links`)."""
         tag = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         # Not thread-local: a store opened on one thread may be closed on another.
-        lock = FileLock(f"{self.path}.{tag}.lock", timeout=0, thread_local=False)
+        lock = FileLock(f"{os.path.realpath(self.path)}.{tag}.lock", timeout=0, thread_local=False)
         try:
             lock.acquire()
         except Timeout as exc:
@@ -344,6 +348,27 @@ class SqliteStore(MemoryStore):
                 "to share state between processes"
             ) from exc
         self._lock_file = lock
+
+    def _refuse_hard_links(self) -> None:
+        """Refuse a file with several hard links. SQLite keeps a file's
+        journal (``-wal``, ``-shm``) under the name it was opened by, so two
+        processes writing one file through two names do not see each other's
+        writes and damage it; no lock file can tie two names of one file
+        together (they may be in different directories), so the only safe
+        answer is to use a file that has one name. A symlink is no problem:
+        SQLite and the lock follow it to the file."""
+        try:
+            links = os.stat(self.path).st_nlink
+        except FileNotFoundError:
+            return
+        if links > 1:
+            raise StoreError(
+                f"{self.path} has {links} hard links (other names for the same file): two "
+                "crawls through two names of one SQLite file would write it without seeing "
+                "each other's journal and damage it, so scrapy-dedup uses a file with one name "
+                f"only. Remove the other names (find DIR -samefile {self.path} lists those "
+                "under DIR), or use a copy (cp, not ln); a symlink is fine"
+            )
 
     def _unlock(self) -> None:
         if self._lock_file is not None:

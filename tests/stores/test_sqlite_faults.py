@@ -1,6 +1,6 @@
 """The SQLite store when its file misbehaves: a full disk, another program's
 lock, a read-only file or directory, colliding namespace hashes, a kill -9
-while the file is being made.
+while the file is being made, two names (hard links, symlinks) for one file.
 
 Real faults, not mocks: a small tmpfs filled to the last byte (or SQLite's
 ``max_page_count`` where mounting is not permitted), a second connection
@@ -602,3 +602,76 @@ def test_kill_9_at_random_moments_of_making_the_file_never_bricks_it(tmp_path: P
         again = SqliteStore(path, "news")
         assert again.get_url(1) is not None
         again.close()
+
+
+# -- two names for one file ----------------------------------------------------------
+
+# Opens a store, says OPEN (or the error), waits for a line on stdin, then
+# writes texts of its own in many small transactions.
+_WRITER = """
+import sys
+from scrapy_dedup.stores import SqliteStore, StoreError
+
+path, tag = sys.argv[1:]
+try:
+    store = SqliteStore(path, "shop", batch=50)
+except StoreError as exc:
+    print("REFUSED", exc, flush=True)
+    sys.exit(0)
+print("OPEN", flush=True)
+sys.stdin.readline()
+for i in range(20000):
+    store.add_content(tag.encode() + i.to_bytes(8, "big"), f"https://shop.test/{'p' * 200}/{i}")
+store.close()
+print("DONE", flush=True)
+"""
+
+
+def test_two_hard_links_never_let_two_processes_write_one_file(tmp_path: Path) -> None:
+    first, second = tmp_path / "dedup.db", tmp_path / "other" / "dedup.db"
+    store = SqliteStore(first, "shop")
+    store.add_content(_digest(1), _url(1))
+    store.close()
+    second.parent.mkdir()
+    os.link(first, second)
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), tag],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for path, tag in ((first, "a"), (second, "b"))
+    ]
+    said = []
+    for child in children:  # both opened before either writes: at once
+        assert child.stdout is not None
+        said.append(child.stdout.readline())
+    for child in children:
+        child.communicate("go\n", timeout=300)
+        assert child.returncode == 0
+    assert [line.split()[0] for line in said].count("OPEN") <= 1, said
+    for line in said:
+        if line.startswith("REFUSED"):
+            assert "has 2 hard links" in line and "Remove the other names" in line
+    assert _ours(first)[2] == "ok"
+    second.unlink()  # one name again: usable
+    again = SqliteStore(first, "shop")
+    assert again.get_content(_digest(1)) == _url(1)
+    again.close()
+
+
+def test_a_symlink_to_the_file_takes_the_same_namespace_lock(tmp_path: Path) -> None:
+    real = tmp_path / "state" / "dedup.db"
+    link = tmp_path / "dedup.db"
+    real.parent.mkdir()
+    link.symlink_to(real)
+    store = SqliteStore(real, "shop")
+    with pytest.raises(StoreError, match=r"namespace 'shop' of .* is in use"):
+        SqliteStore(link, "shop")
+    other = SqliteStore(link, "other")  # another namespace, through the link: fine
+    other.keep_url(2, 20)
+    other.close()
+    store.close()
+    assert _ours(real)[2] == "ok"
