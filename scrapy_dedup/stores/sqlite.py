@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -75,6 +76,7 @@ CREATE TABLE IF NOT EXISTS text_version (ns INTEGER PRIMARY KEY, version INTEGER
 CREATE TABLE IF NOT EXISTS evidence (ns INTEGER NOT NULL, record TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS evidence_by_ns ON evidence (ns);
 """
+_STATEMENTS = [statement.strip() for statement in _SCHEMA.split(";") if statement.strip()]
 # What version 2 files lack (kept_at: when a page was kept, for DEDUP_RECRAWL_AFTER;
 # url: its URL, to forget pages by prefix; runs: whether the last run closed).
 _V3_COLUMNS = {
@@ -153,6 +155,24 @@ def _read_saved(file: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         if len(sections[name]) != count:
             raise ValueError(f"section {name} is cut short")
     return meta, sections
+
+
+@functools.cache
+def _schema_objects() -> dict[str, tuple[str, str, frozenset[str]]]:
+    """Every table and index the schema makes: name -> (type, table, columns)."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(_SCHEMA)
+        return {
+            name: (
+                kind,
+                table,
+                frozenset(row[1] for row in db.execute(f"PRAGMA table_info('{name}')")),
+            )
+            for kind, name, table in db.execute(
+                "SELECT type, name, tbl_name FROM sqlite_master "
+                "WHERE name NOT LIKE 'sqlite_autoindex_%'"
+            )
+        }
 
 
 def _signed(key: int) -> int:
@@ -250,6 +270,7 @@ class SqliteStore(MemoryStore):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._lock(namespace)
                 undo.callback(self._unlock)
+                self._refuse_hard_links()
                 # A short busy timeout: another program's write lock fails a
                 # flush fast into the backoff, rather than blocking the crawl.
                 self._db = sqlite3.connect(
@@ -311,10 +332,13 @@ class SqliteStore(MemoryStore):
         """Lock ``<file>.<namespace hash>.lock`` (flock on Unix, msvcrt on
         Windows, through filelock): the lock dies with the process, and two
         opens of one namespace conflict even within one process. 64 bits of
-        SHA-256, as namespaces whose CRC-32 collide would share a lock."""
+        SHA-256, as namespaces whose CRC-32 collide would share a lock. The
+        lock is beside the file a symlink points to, so that every name of
+        the file takes one lock (hard links are refused: see
+        :meth:`_refuse_hard_links`)."""
         tag = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         # Not thread-local: a store opened on one thread may be closed on another.
-        lock = FileLock(f"{self.path}.{tag}.lock", timeout=0, thread_local=False)
+        lock = FileLock(f"{os.path.realpath(self.path)}.{tag}.lock", timeout=0, thread_local=False)
         try:
             lock.acquire()
         except Timeout as exc:
@@ -324,6 +348,27 @@ class SqliteStore(MemoryStore):
                 "to share state between processes"
             ) from exc
         self._lock_file = lock
+
+    def _refuse_hard_links(self) -> None:
+        """Refuse a file with several hard links. SQLite keeps a file's
+        journal (``-wal``, ``-shm``) under the name it was opened by, so two
+        processes writing one file through two names do not see each other's
+        writes and damage it; no lock file can tie two names of one file
+        together (they may be in different directories), so the only safe
+        answer is to use a file that has one name. A symlink is no problem:
+        SQLite and the lock follow it to the file."""
+        try:
+            links = os.stat(self.path).st_nlink
+        except FileNotFoundError:
+            return
+        if links > 1:
+            raise StoreError(
+                f"{self.path} has {links} hard links (other names for the same file): two "
+                "crawls through two names of one SQLite file would write it without seeing "
+                "each other's journal and damage it, so scrapy-dedup uses a file with one name "
+                f"only. Remove the other names (find DIR -samefile {self.path} lists those "
+                "under DIR), or use a copy (cp, not ln); a symlink is fine"
+            )
 
     def _unlock(self) -> None:
         if self._lock_file is not None:
@@ -357,27 +402,15 @@ class SqliteStore(MemoryStore):
     def _check_and_create(self) -> None:
         db = self._db
         app_id = db.execute("PRAGMA application_id").fetchone()[0]
-        tables = [
-            row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        ]
         if app_id != _APPLICATION_ID:
-            if tables or app_id:
-                raise StoreError(
-                    f"{self.path} is an SQLite database of something else (tables: "
-                    f"{', '.join(sorted(tables)) or 'none'}); scrapy-dedup will not write "
-                    "into it: point DEDUP_STORE to a file of its own"
-                )
+            self._refuse_foreign(app_id)  # before anything is written to it
+            if not self._join:  # a tool looks, and changes nothing
+                raise StoreError(f"{self.path} has no namespace {self.namespace!r} (it has: none)")
             db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-            db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
-            db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            self._make()
         else:
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} was written by a newer scrapy-dedup (schema {version}); "
-                    "upgrade scrapy-dedup to use it"
-                )
+            self._refuse_newer(version)
             # A full check reads the whole file (about 0.6 s per GB): larger
             # files are checked by what is read, and damage found later is a
             # StoreError of the read or write that found it.
@@ -392,15 +425,83 @@ class SqliteStore(MemoryStore):
                 )
             db.execute("PRAGMA journal_mode=WAL")
             if version < _SCHEMA_VERSION:
-                columns = {row[1] for row in db.execute("PRAGMA table_info(urls)")}
-                for column, statement in _V3_COLUMNS.items():
-                    if column not in columns:
-                        db.execute(statement)
-                db.executescript(_SCHEMA)  # adds the tables a newer schema has
-                db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                self._make()
         db.execute(
             "PRAGMA synchronous=NORMAL"
         )  # WAL + NORMAL: a killed process loses nothing committed
+
+    def _make(self) -> None:
+        """Make the file a store, or bring an older store to this schema, in
+        one transaction with the application id and the schema version that
+        mark it as ours: a kill -9 at any moment leaves the file as it was.
+        A file an earlier version was stopped in the middle of making (its
+        tables were committed one by one, its application id after them) is
+        made again from nothing."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Again, in the transaction: another process may have made it meanwhile.
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if app_id == _APPLICATION_ID:
+                self._refuse_newer(version)
+            else:
+                for kind, name in self._refuse_foreign(app_id):
+                    if kind == "table":  # half-made and empty: its indexes go with it
+                        db.execute(f'DROP TABLE "{name}"')
+            if app_id != _APPLICATION_ID or version < _SCHEMA_VERSION:
+                columns = {row[1] for row in db.execute("PRAGMA table_info(urls)")}
+                for column, statement in _V3_COLUMNS.items():
+                    if columns and column not in columns:
+                        db.execute(statement)
+                for statement in _STATEMENTS:
+                    db.execute(statement)
+                db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            raise
+
+    def _refuse_foreign(self, app_id: int) -> list[tuple[str, str]]:
+        """Raise unless a file without our application id is empty, or one
+        that an earlier version was killed in the middle of making: no
+        application id, only tables and indexes of the schema (no column it
+        does not have), and not one row in them. Returns those ``(type, name)``."""
+        db = self._db
+        found = db.execute(
+            "SELECT type, name, tbl_name FROM sqlite_master "
+            "WHERE name NOT LIKE 'sqlite_autoindex_%'"
+        ).fetchall()
+        expected = _schema_objects()
+
+        def ours(kind: str, name: str, table: str) -> bool:
+            want = expected.get(name)
+            if want is None or want[:2] != (kind, table):
+                return False
+            if kind != "table":
+                return True
+            columns = {row[1] for row in db.execute(f"PRAGMA table_info('{name}')")}
+            empty = db.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone() is None
+            return columns <= want[2] and empty
+
+        if app_id or not all(ours(*row) for row in found):
+            tables = sorted(name for kind, name, _ in found if kind == "table")
+            raise StoreError(
+                f"{self.path} is an SQLite database of something else (tables: "
+                f"{', '.join(tables) or 'none'}); scrapy-dedup will not write "
+                "into it: point DEDUP_STORE to a file of its own"
+            )
+        return [(kind, name) for kind, name, _ in found]
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > _SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer scrapy-dedup (schema {version}); "
+                "upgrade scrapy-dedup to use it"
+            )
 
     def _namespace_id(self, namespace: str) -> int:
         if not self._join:

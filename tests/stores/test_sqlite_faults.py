@@ -1,5 +1,6 @@
 """The SQLite store when its file misbehaves: a full disk, another program's
-lock, a read-only file or directory, colliding namespace hashes.
+lock, a read-only file or directory, colliding namespace hashes, a kill -9
+while the file is being made, two names (hard links, symlinks) for one file.
 
 Real faults, not mocks: a small tmpfs filled to the last byte (or SQLite's
 ``max_page_count`` where mounting is not permitted), a second connection
@@ -13,6 +14,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import random
 import re
 import sqlite3
 import subprocess
@@ -24,11 +26,16 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from scrapy.utils.defer import deferred_f_from_coro_f
 
 import scrapy_dedup.stores.sqlite as sqlite_module
 from scrapy_dedup.stores import GuardedStore, SqliteStore, StoreError
+from tests.conftest import crawl
+from tests.crawl_worker import NewsSpider
+from tests.site import Site, store_stage_routes
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses mount(8)")
 
@@ -396,3 +403,281 @@ def test_the_namespace_lock_dies_with_the_process(tmp_path: Path) -> None:
         child.kill()  # kill -9: no close, no cleanup
         child.communicate()
     SqliteStore(path, "shop").close()
+
+
+# -- kill -9 while the file is being made ----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+ADDON = {"ADDONS": {"scrapy_dedup.DedupAddon": 100}}
+
+# Opens a store in a process of its own and SIGKILLs that process just before
+# the store's connection runs its N-th statement (argv[3] a number), or the
+# first statement containing argv[3]; "count" opens the store to the end and
+# prints how many statements that took.
+_KILL_AT = """
+import os, sqlite3, sys
+
+path, namespace, at = sys.argv[1:]
+connect = sqlite3.connect
+run = 0
+
+
+def trace(statement):
+    global run
+    run += 1
+    if run == int(at) if at.isdigit() else at != "count" and at in statement:
+        os.kill(os.getpid(), 9)
+
+
+def traced(*args, **kwargs):
+    db = connect(*args, **kwargs)
+    if str(args[0]) == path:
+        db.set_trace_callback(trace)
+    return db
+
+
+sqlite3.connect = traced
+from scrapy_dedup.stores import SqliteStore
+
+SqliteStore(path, namespace).close()
+print(run)
+"""
+
+
+def _open_and_kill(path: Path, at: str | int, namespace: str = "news") -> int | None:
+    """Open a store at ``path`` in a child killed by SIGKILL at ``at``: None
+    if it was killed, else the statements a whole open took."""
+    child = subprocess.run(
+        [sys.executable, "-c", _KILL_AT, str(path), namespace, str(at)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    if child.returncode == -9:
+        return None
+    assert child.returncode == 0, child.stderr
+    return int(child.stdout)
+
+
+def _half_made(path: Path, tables: int | None = None) -> None:
+    """A file as scrapy-dedup up to this fix left it when killed while making
+    it: WAL mode, then each statement of the schema committed on its own
+    (``executescript``), and the application id after them. ``tables``: the
+    number of statements that ran (default: all of them)."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        statements = [s for s in sqlite_module._SCHEMA.split(";") if s.strip()]
+        for statement in statements[:tables]:
+            db.execute(statement)
+
+
+def _ours(path: Path) -> tuple[int, int, str]:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return (
+            db.execute("PRAGMA application_id").fetchone()[0],
+            db.execute("PRAGMA user_version").fetchone()[0],
+            db.execute("PRAGMA integrity_check").fetchone()[0],
+        )
+
+
+@pytest.fixture
+def news(fresh_site: Site) -> Iterator[tuple[Site, dict[str, str]]]:
+    routes, content = store_stage_routes()
+    fresh_site.routes.update(routes)
+    yield fresh_site, content
+
+
+def _kept_names(items: list[dict[str, Any]], content: dict[str, str]) -> list[str]:
+    return sorted(content[urlsplit(item["url"]).path] for item in items)
+
+
+@pytest.mark.parametrize("where", ["sqlite", "jobdir"])
+@deferred_f_from_coro_f
+async def test_a_kill_right_after_the_schema_leaves_a_file_the_next_crawl_uses(
+    news: tuple[Site, dict[str, str]], tmp_path: Path, where: str
+) -> None:
+    site, content = news
+    if where == "sqlite":
+        path = tmp_path / "dedup.db"
+        settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{path}"}
+    else:  # the memory store keeps its state in JOBDIR/dedup.sqlite3
+        path = tmp_path / "job" / "dedup.sqlite3"
+        settings = {**ADDON, "JOBDIR": str(path.parent)}
+    # Up to this fix, the schema's tables were committed one by one and the
+    # application id that marks the file as ours after them: a kill there
+    # left a file every later run refused as "something else".
+    assert _open_and_kill(path, "application_id=") is None
+    assert path.exists()
+    first = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert first.stats["finish_reason"] == "finished"
+    assert _kept_names(first.items, content) == sorted(set(content.values()))  # nothing lost
+    assert _ours(path) == (sqlite_module._APPLICATION_ID, sqlite_module._SCHEMA_VERSION, "ok")
+    if where == "sqlite":
+        site.reset()
+        second = await crawl(NewsSpider, settings, start=site.url("/"))
+        assert second.items == []  # the first crawl's pages were kept in the file
+        assert not [p for p in site.fetched() if p.startswith("/article/")]
+
+
+@pytest.mark.parametrize(
+    ("tables", "marked"),
+    [(1, False), (4, False), (None, False), (None, True)],
+    ids=["one-table", "four", "all", "all-and-the-id"],
+)
+def test_a_half_made_file_is_made_again_not_refused(
+    tmp_path: Path, tables: int | None, marked: bool
+) -> None:
+    path = tmp_path / "dedup.db"
+    _half_made(path, tables)
+    if marked:  # killed after the application id, before the schema version
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            db.execute(f"PRAGMA application_id={sqlite_module._APPLICATION_ID}")
+    if not marked:
+        data = path.read_bytes()
+        with pytest.raises(StoreError, match="has no namespace 'shop'"):
+            SqliteStore(path, "shop", join=False)  # a tool (explain, stats) changes nothing
+        assert path.read_bytes() == data
+    store = SqliteStore(path, "shop")
+    store.keep_url(1, 10, "https://shop.test/1")
+    store.add_content(_digest(1), "https://shop.test/1")
+    store.close()
+    assert _ours(path) == (sqlite_module._APPLICATION_ID, sqlite_module._SCHEMA_VERSION, "ok")
+    again = SqliteStore(path, "shop")
+    assert again.get_url(1) is not None and again.get_content(_digest(1)) == "https://shop.test/1"
+    again.close()
+
+
+@deferred_f_from_coro_f
+async def test_dedup_reset_on_a_half_made_file_starts_over(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    site, content = news
+    path = tmp_path / "dedup.db"
+    _half_made(path)
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{path}", "DEDUP_RESET": True}
+    result = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert result.stats["finish_reason"] == "finished"
+    assert _kept_names(result.items, content) == sorted(set(content.values()))
+
+
+@pytest.mark.parametrize(
+    "kind", ["our tables with rows", "a foreign table among ours", "a column we lack", "a view"]
+)
+def test_a_file_of_something_else_is_still_refused_and_left_as_it_was(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "other.db"
+    _half_made(path, 3)  # namespaces, urls, content
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        if kind == "our tables with rows":
+            db.execute("INSERT INTO namespaces (name) VALUES ('theirs')")
+        elif kind == "a foreign table among ours":
+            db.execute("CREATE TABLE notes (body TEXT)")
+        elif kind == "a column we lack":
+            db.execute("DROP TABLE content")
+            db.execute("CREATE TABLE content (ns, digest, url, price)")
+        else:
+            db.execute("CREATE VIEW everything AS SELECT * FROM urls")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = path.read_bytes()
+    with pytest.raises(StoreError, match=r"is an SQLite database of something else \(tables: "):
+        SqliteStore(path, "shop")
+    assert path.read_bytes() == data
+
+
+def test_kill_9_at_random_moments_of_making_the_file_never_bricks_it(tmp_path: Path) -> None:
+    """Each statement is a moment where what is on disk changes (SQLite
+    commits a statement or a transaction atomically; a kill within one is a
+    kill before it), so killing before a random one of them, in 10 new
+    files, covers the early moments of a crawl's first open."""
+    whole = _open_and_kill(tmp_path / "whole.db", "count")
+    assert whole is not None and whole > 10
+    seed = random.randrange(1 << 32)
+    moments = random.Random(seed).sample(range(1, whole + 1), 10)
+    for trial, moment in enumerate(moments):
+        path = tmp_path / f"dedup-{trial}.db"
+        assert _open_and_kill(path, moment) is None, f"seed {seed}: not killed at {moment}"
+        try:
+            store = SqliteStore(path, "news")
+        except StoreError as exc:
+            pytest.fail(f"seed {seed}, killed before statement {moment} of {whole}: {exc}")
+        store.keep_url(1, 10, "https://shop.test/1")
+        store.close()
+        assert _ours(path) == (sqlite_module._APPLICATION_ID, sqlite_module._SCHEMA_VERSION, "ok")
+        again = SqliteStore(path, "news")
+        assert again.get_url(1) is not None
+        again.close()
+
+
+# -- two names for one file ----------------------------------------------------------
+
+# Opens a store, says OPEN (or the error), waits for a line on stdin, then
+# writes texts of its own in many small transactions.
+_WRITER = """
+import sys
+from scrapy_dedup.stores import SqliteStore, StoreError
+
+path, tag = sys.argv[1:]
+try:
+    store = SqliteStore(path, "shop", batch=50)
+except StoreError as exc:
+    print("REFUSED", exc, flush=True)
+    sys.exit(0)
+print("OPEN", flush=True)
+sys.stdin.readline()
+for i in range(20000):
+    store.add_content(tag.encode() + i.to_bytes(8, "big"), f"https://shop.test/{'p' * 200}/{i}")
+store.close()
+print("DONE", flush=True)
+"""
+
+
+def test_two_hard_links_never_let_two_processes_write_one_file(tmp_path: Path) -> None:
+    first, second = tmp_path / "dedup.db", tmp_path / "other" / "dedup.db"
+    store = SqliteStore(first, "shop")
+    store.add_content(_digest(1), _url(1))
+    store.close()
+    second.parent.mkdir()
+    os.link(first, second)
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), tag],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for path, tag in ((first, "a"), (second, "b"))
+    ]
+    said = []
+    for child in children:  # both opened before either writes: at once
+        assert child.stdout is not None
+        said.append(child.stdout.readline())
+    for child in children:
+        child.communicate("go\n", timeout=300)
+        assert child.returncode == 0
+    assert [line.split()[0] for line in said].count("OPEN") <= 1, said
+    for line in said:
+        if line.startswith("REFUSED"):
+            assert "has 2 hard links" in line and "Remove the other names" in line
+    assert _ours(first)[2] == "ok"
+    second.unlink()  # one name again: usable
+    again = SqliteStore(first, "shop")
+    assert again.get_content(_digest(1)) == _url(1)
+    again.close()
+
+
+def test_a_symlink_to_the_file_takes_the_same_namespace_lock(tmp_path: Path) -> None:
+    real = tmp_path / "state" / "dedup.db"
+    link = tmp_path / "dedup.db"
+    real.parent.mkdir()
+    link.symlink_to(real)
+    store = SqliteStore(real, "shop")
+    with pytest.raises(StoreError, match=r"namespace 'shop' of .* is in use"):
+        SqliteStore(link, "shop")
+    other = SqliteStore(link, "other")  # another namespace, through the link: fine
+    other.keep_url(2, 20)
+    other.close()
+    store.close()
+    assert _ours(real)[2] == "ok"
