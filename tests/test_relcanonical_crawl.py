@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import signal
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +18,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 from tests.conftest import crawl
 from tests.site import Site, article, canonical_routes, print_view_routes, view_routes
 from tests.test_pipeline import ArticleSpider
+from tests.test_store_crawls import _count_recorded, _worker
 
 SETTINGS = {
     "DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter",
@@ -295,3 +300,43 @@ async def test_declarations_save_fetches_once_verified(fresh_site: Site) -> None
     assert "dedup/canonical/revoked" not in stats
     # Nothing is lost: one item per article, under its clean URL.
     assert _pages(result.items, fresh_site) == sorted(["/", *(f"/a/{n}" for n in range(40))])
+
+
+# Kill moments: before the host is trusted (6 pages recorded), and once trusted pages
+# skip their clean pages (30 recorded).
+@pytest.mark.parametrize("recorded", [6, 30])
+def test_kill_9_while_declarations_are_trusted_loses_nothing(
+    fresh_site: Site, tmp_path: Path, recorded: int
+) -> None:
+    # A crawl of the AMP/print/tracking views site with SQLite is killed with
+    # SIGKILL, then run again to the end: every article gives its item (under
+    # its clean URL) in one run or the other, whether its clean page was
+    # fetched or skipped on trust.
+    def slow(route: Any) -> Any:
+        return lambda q: (time.sleep(0.03), route(q))[1]
+
+    fresh_site.routes.update({path: slow(route) for path, route in view_routes(40).items()})
+    db = tmp_path / "dedup.db"
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{db}", "CONCURRENT_REQUESTS": 2}
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+
+    proc = _worker(settings, start, items)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if _count_recorded(db) >= recorded:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the crawl ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    log, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, log
+
+    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    filed = Counter(item["url"] for item in kept)
+    articles = {fresh_site.url(f"/a/{n}", host="127.0.0.1") for n in range(40)}
+    assert articles <= set(filed), sorted(articles - set(filed))
+    assert set(filed) - articles == {start}  # nothing filed under a view's URL
