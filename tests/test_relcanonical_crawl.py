@@ -244,18 +244,27 @@ async def test_a_correct_canonical_never_hides_what_only_its_target_links_to(
     assert "dedup/url/filtered/rel_canonical" not in result.stats
 
 
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
 @deferred_f_from_coro_f
 async def test_a_later_run_fetches_a_canonical_target_no_run_fetched(
-    fresh_site: Site, tmp_path: Path
+    fresh_site: Site, tmp_path: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
     # The first run stops after the print view was kept and before the chain
     # reached /p/79; the second run must fetch /p/79 (not call it kept by an
     # earlier run) and find the pages behind it. Every page gives one item
     # across the two runs.
     fresh_site.routes.update(print_view_routes())
+    if store == "redis":
+        uri = request.getfixturevalue("redis_url")
+        stored = {
+            "DEDUP_STORE": uri,
+            "DEDUP_REDIS_PREFIX": request.getfixturevalue("redis_prefix"),
+        }
+    else:
+        stored = {"DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
     settings = {
         **ADDON,
-        "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db",
+        **stored,
         "CONCURRENT_REQUESTS": 1,
         "CLOSESPIDER_PAGECOUNT": 12,
     }
