@@ -42,8 +42,10 @@ _DECLARES_CANONICAL = re.compile(rb'rel\s*=\s*"?[^";,<>]{0,64}?\bcanonical\b', r
 class RelCanonicalMiddleware:
     """Reads ``<link rel="canonical">`` (in the head, bounded) and ``Link: <…>;
     rel="canonical"`` headers of fetched pages; when the target is sensible,
-    the page's items are filed under it by :class:`ContentDedupPipeline` and
-    the target's key is marked seen, so the canonical URL is not fetched again.
+    the page's items are filed under it by :class:`ContentDedupPipeline`. Once
+    the host's declarations proved right (:mod:`scrapy_dedup.trust`,
+    ``DEDUP_CANONICAL_TRUST``), the target's key is also marked seen, so the
+    canonical URL is not fetched; until then it is fetched when linked.
 
     Put it after ``HttpCompressionMiddleware`` (590) and ``MetaRefreshMiddleware``
     (580) on the way back, i.e. at a lower number (575), so it reads decompressed
