@@ -130,6 +130,12 @@ BENCHES = [
         needs=_redis_server,
     ),
     Bench(
+        "canonical_trust",
+        ("--hosts", "2", "--articles", "60"),
+        "rel=canonical verified before trusted: fetches vs always and plain Scrapy",
+        40,
+    ),
+    Bench(
         "learn",
         ("--products", "500", "--orders", "2"),
         "learned URL rules, simulated crawl",

@@ -46,6 +46,11 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_CANONICAL_CHECK_SITE": True,  # ignore a canonical on another registrable domain
     "DEDUP_CANONICAL_CHECK_HOMEPAGE": True,  # ignore a canonical to the homepage from a page
     "DEDUP_CANONICAL_HEAD_LIMIT": 1024 * 1024,  # bytes of a page searched for the head's link
+    # when a declared canonical page is skipped: "verified" (once the host's
+    # declarations proved right), "always" (every sensible one), "never"
+    "DEDUP_CANONICAL_TRUST": "verified",
+    "DEDUP_CANONICAL_TRUST_MIN_SUPPORT": 3,  # declared pages fetched and matching first
+    "DEDUP_CANONICAL_TRUST_SAMPLE": 0.05,  # share of trusted declarations still fetched
     "DEDUP_FETCHED_URL_FIELD": "fetched_url",  # where the fetched URL goes when it differs
     # "clean": an item's URL without what the URL rules drop (tracking and session
     # parameters, fragment), or the page's own rel=canonical; "fetched": as fetched
@@ -254,6 +259,9 @@ class DedupConfig:
     canonical_check_homepage: bool = True
     canonical_head_limit: int = 1024 * 1024
     canonical_min_similarity: float = 0.5
+    canonical_trust: str = "verified"
+    canonical_trust_min_support: int = 3
+    canonical_trust_sample: float = 0.05
     # Stores
     store: str = "memory"
     namespace: str | None = None
@@ -302,6 +310,9 @@ class DedupConfig:
             canonical_check_homepage=r.flag("DEDUP_CANONICAL_CHECK_HOMEPAGE"),
             canonical_head_limit=r.number("DEDUP_CANONICAL_HEAD_LIMIT", int, 1),
             canonical_min_similarity=r.number("DEDUP_CANONICAL_MIN_SIMILARITY", float, 0.0, 1.0),
+            canonical_trust=r.choice("DEDUP_CANONICAL_TRUST", ("verified", "always", "never")),
+            canonical_trust_min_support=r.number("DEDUP_CANONICAL_TRUST_MIN_SUPPORT", int, 1),
+            canonical_trust_sample=r.number("DEDUP_CANONICAL_TRUST_SAMPLE", float, 0.0, 1.0),
             store=r.text("DEDUP_STORE"),
             namespace=r.optional_text("DEDUP_NAMESPACE"),
             reset=r.flag("DEDUP_RESET"),

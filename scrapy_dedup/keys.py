@@ -224,7 +224,9 @@ class RequestKeys:
     def page(self, request: Any) -> list[tuple[int, int, str]]:
         """``(key, info, URL)`` of everything a fetched page stands for: its
         own request, the redirect hops that led to it and the rel=canonical
-        URL it declared (``dedup_canonical_url`` in meta)."""
+        URL it declared when that page was taken as fetched (``dedup_canonical_url``
+        in meta: its host's declarations are trusted, ``DEDUP_CANONICAL_TRUST``).
+        A declared page never fetched nor trusted is not the page's to record."""
         key, _, mask = self.of(request)
         found = [(key, url_info(request.url, mask), request.url)]
         for url in request.meta.get("redirect_urls", ()):

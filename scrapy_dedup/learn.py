@@ -960,6 +960,15 @@ class CanonicalTrust:
             trust.declared.setdefault(_key(target), (digest, page))
         return trust
 
+    def expects(self, url: str) -> bool:
+        """Whether pages declared ``url`` (canonical form) canonical and their
+        texts wait for its text: only then need :meth:`observe` be told."""
+        if not self.hosts:
+            return False
+        parts = _split(url)
+        trust = self.hosts.get(parts.host) if parts is not None else None
+        return trust is not None and not trust.revoked and _key(url) in trust.declared
+
     def observe(self, url: str, digest: int) -> list[str]:
         """A fetched page: if pages declared it canonical, does it have their
         text? The targets to fetch after all when that revokes its host's trust."""
@@ -972,10 +981,10 @@ class CanonicalTrust:
             return []
         if declared[0] == digest:
             trust.verified += 1
-            self.inc("dedup/learn/canonical/verified", 1)
+            self.inc("dedup/canonical/verified", 1)
             return []
         trust.revoked = True
-        self.inc("dedup/learn/canonical/revoked", 1)
+        self.inc("dedup/canonical/revoked", 1)
         logger.info(
             "Not trusting the rel=canonical declarations of %s any more: %s declares %s, "
             "whose text is another",

@@ -29,12 +29,12 @@ from weakref import WeakSet
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
-from scrapy.http import TextResponse
 
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.keys import PREVIOUS_RUN
-from scrapy_dedup.learn import CanonicalTrust, Learner, Skip, body_digest, page_digest
+from scrapy_dedup.learn import Learner, Skip
 from scrapy_dedup.state import CrawlState
+from scrapy_dedup.trust import canonical_trust, fetch_again
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -115,10 +115,10 @@ class LearnedRules:
             inc=self._stats.inc,
             kept=self._kept_earlier,
         )
-        self.canonical_trust = CanonicalTrust(
-            min_support=config.learn_min_support, sample=config.learn_sample, inc=self._stats.inc
-        )
-        self._digests: dict[int, tuple[Any, tuple[int, int]]] = {}  # id(response) -> digest
+        # rel=canonical trust (scrapy_dedup.trust): its declarations and the
+        # pages that check them go through the evidence log, shared.
+        self.trust = canonical_trust(state)
+        self.trust.on_declare = self._declared
         # Requests picked to check the rules: fetched whatever the middleware
         # finds later (a set of the objects: a meta key would pass to every
         # request built with meta=response.meta).
@@ -196,7 +196,7 @@ class LearnedRules:
         self._outbox = []
         found, self._position = self.state.store.exchange_evidence(outbox, self._position)
         released: list[Any] = []
-        targets: list[str] = []
+        targets = 0  # pages skipped on a host's rel=canonical trust, fetched after all
         for text in found:
             record = read_record(text)
             if record is None:
@@ -207,20 +207,13 @@ class LearnedRules:
                 if worker != self._worker:
                     self._others += 1
                 released += self.learner.observe(url, digest, int(extra), earlier)
-                targets += self.canonical_trust.observe(url, digest)
+                targets += self.trust.observe(url, digest)
             elif kind == "c" and worker != self._worker:  # own ones applied when made
-                self.canonical_trust.record(url, digest, str(extra))
+                self.trust.record(url, digest, str(extra))
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
             self._fetch_again(released, "the learned rule that skipped it failed")
-        if targets:
-            self._stats.inc("dedup/learn/canonical/refetched", len(targets))
-            spider = self.crawler.spider
-            self._fetch_again(
-                [Request(target, callback=getattr(spider, "parse", None)) for target in targets],
-                "its host's rel=canonical declarations are not trusted any more",
-            )
-        return len(released) + len(targets)
+        return len(released) + targets
 
     def skip(self, request: Request, canonical_url: str) -> Skip | None:
         """Keep and return the skip when learned rules make ``request`` a copy."""
@@ -237,42 +230,19 @@ class LearnedRules:
 
     def digest(self, response: Response) -> tuple[int, int] | None:
         """``(digest, length)`` of a response's visible text, computed once."""
-        cached = self._digests.pop(id(response), None)
-        if cached is not None and cached[0] is response:
-            return cached[1]
-        if isinstance(response, TextResponse):
-            try:
-                found = page_digest(response.text)
-            except (UnicodeError, ValueError):
-                return None
-        else:
-            found = body_digest(response.body)
-        if len(self._digests) > 64:  # responses the signal never saw (a middleware dropped them)
-            self._digests.clear()
-        self._digests[id(response)] = (response, found)
-        return found
+        return self.trust.digest(response)
 
-    def trust_canonical(self, response: Response, target: str) -> bool:
-        """Whether the page may skip the canonical URL it declares: only once
-        its host's declarations were verified (``CanonicalTrust``)."""
-        found = self.digest(response)
-        if found is None:
-            return False
-        canonical = self.canonicalizer.canonicalize
-        target_key, page = canonical(target), canonical(response.url)
-        trusted = self.canonical_trust.declare(target_key, found[0], page, target)
+    def _declared(self, target: str, digest: int, page: str) -> None:
+        """A rel=canonical declaration checked here: for the other workers
+        and later runs (``CanonicalTrust.record``)."""
         self._outbox.append(
-            json.dumps(["c", self._worker, target_key, found[0], page], separators=(",", ":"))
+            json.dumps(["c", self._worker, target, digest, page], separators=(",", ":"))
         )
-        self._stats.inc(
-            "dedup/learn/canonical/trusted" if trusted else "dedup/learn/canonical/fetched"
-        )
-        return trusted
 
     def response_received(self, response: Response, request: Request) -> None:
         """A fetched page is evidence for (or against) learned rules."""
         if not 200 <= response.status < 300 or request.method != "GET":
-            self._digests.pop(id(response), None)
+            self.trust.forget(response)
             return
         found = self.digest(response)
         if found is None:
@@ -282,12 +252,7 @@ class LearnedRules:
         self._exchange(["o", self._worker, url, digest, length])
 
     def _fetch_again(self, requests: list[Any], why: str) -> None:
-        engine = self.crawler.engine
-        for request in requests:
-            if self.debug:
-                logger.debug("Fetching %s: %s", request, why)
-            if engine is not None:
-                engine.crawl(request.replace(dont_filter=True))
+        fetch_again(self.crawler, requests, why, debug=self.debug)
 
     def spider_idle(self) -> None:
         """Before the crawl ends, a last sample of what the rules skipped is

@@ -17,6 +17,7 @@ from scrapy_dedup.html import judge, parse_link_header, read_head, resolve
 from scrapy_dedup.keys import REL_CANONICAL, url_info, url_key
 from scrapy_dedup.learning import learned_rules
 from scrapy_dedup.state import CrawlState
+from scrapy_dedup.trust import canonical_trust
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -41,8 +42,10 @@ _DECLARES_CANONICAL = re.compile(rb'rel\s*=\s*"?[^";,<>]{0,64}?\bcanonical\b', r
 class RelCanonicalMiddleware:
     """Reads ``<link rel="canonical">`` (in the head, bounded) and ``Link: <…>;
     rel="canonical"`` headers of fetched pages; when the target is sensible,
-    the page's items are filed under it by :class:`ContentDedupPipeline` and
-    the target's key is marked seen, so the canonical URL is not fetched again.
+    the page's items are filed under it by :class:`ContentDedupPipeline`. Once
+    the host's declarations proved right (:mod:`scrapy_dedup.trust`,
+    ``DEDUP_CANONICAL_TRUST``), the target's key is also marked seen, so the
+    canonical URL is not fetched; until then it is fetched when linked.
 
     Put it after ``HttpCompressionMiddleware`` (590) and ``MetaRefreshMiddleware``
     (580) on the way back, i.e. at a lower number (575), so it reads decompressed
@@ -71,7 +74,8 @@ class RelCanonicalMiddleware:
         self.debug = config.debug
         self.store = state.store
         self.canonicals = state.canonicals
-        self.learned = learned_rules(state)
+        self.trust = canonical_trust(state)
+        learned_rules(state)  # with DEDUP_LEARN, it shares the trust's declarations
         self.report = state.summary.report  # DEDUP_REPORT: declarations with examples
         state.attach()
         state.summary.uses("rel=canonical")
@@ -99,9 +103,10 @@ class RelCanonicalMiddleware:
             self.report.canonical_seen(verdict, reason, url, target)
         if verdict == "apply" and target is not None:
             self._stats.inc("dedup/canonical/applied")
-            # With DEDUP_LEARN, only once the host's declarations proved right
-            # is the declared page taken as fetched (now, and for later runs).
-            if self.learned is None or self.learned.trust_canonical(response, target):
+            # Only once the host's declarations proved right is the declared
+            # page taken as fetched (now, and for later runs: the frontier
+            # records it with the page): else it is fetched when linked.
+            if self.trust.trusts(response, target):
                 request.meta["dedup_canonical_url"] = target
                 self._mark_seen(target)
         elif verdict == "same":

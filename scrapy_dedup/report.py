@@ -72,7 +72,7 @@ def savings(stats: dict[str, Any]) -> dict[str, Any]:
     learned_back = _get(stats, "dedup/learn/released") + _get(stats, "dedup/learn/audited")
     # (A target skipped on trust was filtered at most once, however often refetched.)
     canonical_back = min(
-        _get(stats, "dedup/learn/canonical/refetched"),
+        _get(stats, "dedup/canonical/refetched"),
         _get(stats, "dedup/url/filtered/rel_canonical"),
     )
     beyond = max(0, filtered - _get(stats, "dedup/url/filtered/exact") - learned_back)

@@ -123,6 +123,9 @@ class CrawlState:
         #: The crawl's learned URL rules (``DEDUP_LEARN``), set by
         #: :func:`scrapy_dedup.learning.learned_rules` on first use.
         self.learned: Any = None
+        #: The crawl's trust in rel=canonical declarations, set by
+        #: :func:`scrapy_dedup.trust.canonical_trust` on first use.
+        self.trust: Any = None
         self._flusher: Any = None
         self._flush_scheduled = False
         self.closed = False

@@ -454,3 +454,61 @@ def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, 
         )[1]
     routes["/"] = lambda q: page("News", "/list/1", "/list/1?utm_medium=home", "/article/chain-1")
     return routes, content
+
+
+def print_view_routes(pages: int = 120, print_of: int = 79) -> dict[str, Route]:
+    """A chain of pages ``/p/0`` -> ``/p/1`` -> ... (each reachable only from
+    the one before) and, linked from the home page, the print view of
+    ``/p/<print_of>``: the same article without navigation, declaring the
+    page as its canonical (a correct declaration). Whatever follows
+    ``/p/<print_of>`` is reached only by fetching it."""
+    from tests.text.neardup_corpus import documents
+
+    texts = documents(min_words=60, max_words=120, seed=23)[:pages]
+    canonical = '<link rel="canonical" href="/p/{}">'.format
+    routes: dict[str, Route] = {
+        "/": lambda q: article("Home", "the home page", "/p/0", f"/p/{print_of}/print"),
+    }
+    for n in range(pages):
+        links = (f"/p/{n + 1}",) if n + 1 < pages else ()
+        routes[f"/p/{n}"] = lambda q, n=n, links=links: article(f"Page {n}", texts[n], *links)
+    routes[f"/p/{print_of}/print"] = lambda q: article(
+        f"Page {print_of}", texts[print_of], extra_head=canonical(print_of)
+    )
+    return routes
+
+
+def view_routes(articles: int = 40, first: int = 0) -> dict[str, Route]:
+    """Articles ``/a/<n>`` that are reached through their views: each AMP view
+    ``/a/<n>/amp`` links its print view, a tracking landing page
+    ``/a/<n>?from=amp``, the clean page and the next article's AMP view; every
+    view declares the clean page (always rightly: the same article). The clean
+    page links nothing the views do not. ``first``: the first text of the
+    corpus used (sites of their own texts)."""
+    from tests.text.neardup_corpus import documents
+
+    texts = documents(min_words=60, max_words=120, seed=29)[first : first + articles]
+    canonical = '<link rel="canonical" href="/a/{}">'.format
+
+    if len(texts) < articles:
+        raise ValueError(f"the corpus has fewer than {first + articles} texts")
+
+    def clean(n: int, q: str) -> Reply:
+        if q:  # the tracking landing page: the article, declaring its clean URL
+            return article(f"Article {n}", texts[n], f"/a/{n}/amp", extra_head=canonical(n))
+        return article(f"Article {n}", texts[n], f"/a/{n}/amp")
+
+    def amp(n: int) -> Reply:
+        links = [f"/a/{n}/print", f"/a/{n}?from=amp", f"/a/{n}"]
+        if n + 1 < articles:
+            links.append(f"/a/{n + 1}/amp")
+        return article(f"Article {n}", texts[n], *links, extra_head=canonical(n))
+
+    routes: dict[str, Route] = {"/": lambda q: article("Home", "the home page", "/a/0/amp")}
+    for n in range(articles):
+        routes[f"/a/{n}"] = lambda q, n=n: clean(n, q)
+        routes[f"/a/{n}/amp"] = lambda q, n=n: amp(n)
+        routes[f"/a/{n}/print"] = lambda q, n=n: article(
+            f"Article {n}", texts[n], extra_head=canonical(n)
+        )
+    return routes

@@ -53,9 +53,14 @@ def test_rel_canonical_marks_the_dupefilter_key_even_with_a_custom_fingerprinter
 
     from scrapy_dedup import RelCanonicalMiddleware
 
-    crawler = get_crawler(
-        settings_dict={**DEDUP, "REQUEST_FINGERPRINTER_CLASS": VariantFingerprinter}
-    )
+    # Trusted at once (DEDUP_CANONICAL_TRUST = "always"): by default a host's
+    # declarations are verified first, by fetching the declared pages.
+    settings = {
+        **DEDUP,
+        "REQUEST_FINGERPRINTER_CLASS": VariantFingerprinter,
+        "DEDUP_CANONICAL_TRUST": "always",
+    }
+    crawler = get_crawler(settings_dict=settings)
     df = build_from_crawler(CanonicalDupeFilter, crawler)
     mw = build_from_crawler(RelCanonicalMiddleware, crawler)
     page = Request("https://example.com/shop/a")

@@ -336,24 +336,28 @@ def _html(title: str, text: str, links: list[str], head: str = "") -> Reply:
 async def test_rel_canonical_is_trusted_per_host_once_verified(fresh_site: Site) -> None:
     fresh_site.handler = _declaring_site
     starts = f"{fresh_site.url('/', 'users.test')},{fresh_site.url('/', 'blog.test')}"
-    settings = {**ADDON, "CONCURRENT_REQUESTS": 1, "DEDUP_LEARN_SAMPLE": 0}
+    settings = {**ADDON, "CONCURRENT_REQUESTS": 1, "DEDUP_CANONICAL_TRUST_SAMPLE": 0}
 
-    # Without learning, /~alice/'s declaration makes /~bob/ "seen": never fetched.
+    # Trusting every declaration, /~alice/'s makes /~bob/ "seen": never fetched.
     fresh_site.reset()
-    await crawl(MessySpider, settings, starts=starts)
+    await crawl(MessySpider, {**settings, "DEDUP_CANONICAL_TRUST": "always"}, starts=starts)
     assert "/~bob/" not in fresh_site.fetched()
 
-    fresh_site.reset()
-    result = await crawl(MessySpider, {**settings, "DEDUP_LEARN": True}, starts=starts)
-    fetched = fresh_site.fetched()
-    assert "/~bob/" in fetched
-    assert any(item["url"].endswith("/~bob/") for item in result.items)
-    stats = result.stats
-    assert stats["dedup/learn/canonical/revoked"] == 1  # users.test, at /~bob/
-    # blog.test: the first declared posts are fetched and match; then trusted.
-    assert stats["dedup/learn/canonical/trusted"] >= 5
-    plain_posts = [p for p in fetched if p.startswith("/post/") and "?" not in p]
-    assert 3 <= len(plain_posts) < 12
+    # The default trusts a host's declarations once verified; with learning,
+    # the declarations and the pages that check them go through the store's
+    # evidence log: the same outcome.
+    for learn in (False, True):
+        fresh_site.reset()
+        result = await crawl(MessySpider, {**settings, "DEDUP_LEARN": learn}, starts=starts)
+        fetched = fresh_site.fetched()
+        assert "/~bob/" in fetched
+        assert any(item["url"].endswith("/~bob/") for item in result.items)
+        stats = result.stats
+        assert stats["dedup/canonical/revoked"] == 1  # users.test, at /~bob/
+        # blog.test: the first declared posts are fetched and match; then trusted.
+        assert stats["dedup/canonical/trusted"] >= 5
+        plain_posts = [p for p in fetched if p.startswith("/post/") and "?" not in p]
+        assert 3 <= len(plain_posts) < 12
 
 
 @pytest.mark.parametrize("moment", [40, 150, 160])  # fetches: before rules, with them, late

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import signal
+import time
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,14 +16,16 @@ import scrapy
 from scrapy.utils.defer import deferred_f_from_coro_f
 
 from tests.conftest import crawl
-from tests.site import Site, article, canonical_routes
+from tests.site import Site, article, canonical_routes, print_view_routes, view_routes
 from tests.test_pipeline import ArticleSpider
+from tests.test_store_crawls import _count_recorded, _worker
 
 SETTINGS = {
     "DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter",
     "ITEM_PIPELINES": {"scrapy_dedup.ContentDedupPipeline": 350},
     "DOWNLOADER_MIDDLEWARES": {"scrapy_dedup.RelCanonicalMiddleware": 575},
 }
+ADDON = {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}
 
 
 @deferred_f_from_coro_f
@@ -29,11 +36,17 @@ async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) 
     filed = {item["url"]: item.get("fetched_url") for item in result.items}
     stats = result.stats
 
-    # one product under two categories: one item, under the product's URL, and the
-    # product URL itself is never fetched (its key was marked seen)
+    # one product under two categories: one item, under the product's URL. The
+    # product page is fetched all the same (the host's declarations are not
+    # verified: the category pages' breadcrumb even makes them fail the check),
+    # and its own item is a duplicate of the one filed there first.
     assert filed[url("/products/hose")] in (url("/shop/garden/hose"), url("/shop/sale/hose"))
-    assert "/products/hose" not in fresh_site.fetched()
-    assert stats["dedup/items/canonical"] == 2  # the second hose; the lamp variant
+    assert "/products/hose" in fresh_site.fetched()
+    assert stats["dedup/items/canonical"] == 3  # the second hose, the product; the lamp variant
+    assert stats["dedup/canonical/fetched"] == 9
+    assert "dedup/canonical/trusted" not in stats
+    assert stats["dedup/canonical/revoked"] == 1
+    assert "dedup/url/filtered/rel_canonical" not in stats
     # the canonical page came first: its variant's item is a duplicate, not a second item
     assert filed[url("/products/lamp")] is None
     assert url("/shop/lamps/desk-lamp") not in filed
@@ -47,7 +60,7 @@ async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) 
     for path in ("/missing-thing", "/spam", "/js", "/broken", "/self"):
         assert filed[url(path)] is None, path
     # page 2 and 3 of a list declaring page 1: page 2 is filed under /list (never
-    # fetched: its key was marked seen), page 3's different text keeps its own URL
+    # fetched: nothing links it), page 3's different text keeps its own URL
     assert filed[url("/list")] in (url("/list?page=2"), url("/list?page=3"))
     other_page = ({url("/list?page=2"), url("/list?page=3")} - {filed[url("/list")]}).pop()
     assert filed[other_page] is None
@@ -60,7 +73,30 @@ async def test_items_are_filed_under_sensible_canonicals_only(fresh_site: Site) 
     assert stats["dedup/canonical/same"] == 1
     for reason in ("homepage", "other_site", "scheme", "status"):
         assert stats[f"dedup/canonical/ignored/{reason}"] == 1, reason
-    assert stats["item_dropped_count"] == 2
+    assert stats["item_dropped_count"] == 3
+
+
+@deferred_f_from_coro_f
+async def test_trust_always_skips_every_declared_page_and_never_none(fresh_site: Site) -> None:
+    # DEDUP_CANONICAL_TRUST = "always": the declared page is taken as fetched
+    # at once (the behaviour before "verified" was the default).
+    fresh_site.routes.update(canonical_routes())
+    always = {**SETTINGS, "DEDUP_CANONICAL_TRUST": "always"}
+    result = await crawl(ArticleSpider, always, start=fresh_site.url("/"))
+    assert "/products/hose" not in fresh_site.fetched()
+    assert result.stats["dedup/canonical/trusted"] == 9
+    assert result.stats["dedup/url/filtered/rel_canonical"] == 2  # linked by both hoses
+    assert result.stats["dedup/items/canonical"] == 2  # the second hose; the lamp variant
+    assert fresh_site.url("/products/hose") in {item["url"] for item in result.items}
+
+    # "never": every declared page is left to be fetched, nothing is checked.
+    fresh_site.reset()
+    fresh_site.routes.update(view_routes(10))
+    never = {**ADDON, "DEDUP_CANONICAL_TRUST": "never"}
+    result = await crawl(ArticleSpider, never, start=fresh_site.url("/a/0/amp"))
+    assert [f"/a/{n}" in fresh_site.fetched() for n in range(10)] == [True] * 10
+    assert result.stats["dedup/canonical/fetched"] == 30
+    assert "dedup/canonical/verified" not in result.stats
 
 
 @deferred_f_from_coro_f
@@ -106,8 +142,9 @@ async def test_every_item_of_the_first_page_filed_under_a_canonical_is_kept(
     ]
     assert len(under_product) == 3  # the first hose page's three reviews
     assert len({item["fetched_url"] for item in under_product}) == 1
-    assert result.stats["dedup/items/canonical"] == 3  # the other hose page's three
-    assert result.stats["dedup/url/filtered/rel_canonical"] >= 1  # /products/hose not fetched
+    # the other hose page's three, and the product page's own three (fetched:
+    # the host's declarations are not verified)
+    assert result.stats["dedup/items/canonical"] == 6
 
 
 def _clean_url_site(site: Site) -> None:
@@ -180,3 +217,135 @@ async def test_an_item_without_a_fetched_url_field_keeps_the_url_it_was_fetched_
         url("/about?utm_medium=email"),
     }
     assert "Page items have no fetched_url field: their URLs are left as fetched" in caplog.text
+
+
+def _pages(result_items: list[dict[str, Any]], site: Site) -> list[str]:
+    """The paths the items are filed under."""
+    return sorted(item["url"].removeprefix(site.url("/")[:-1]) for item in result_items)
+
+
+@deferred_f_from_coro_f
+async def test_a_correct_canonical_never_hides_what_only_its_target_links_to(
+    fresh_site: Site,
+) -> None:
+    # The home page links /p/0 and the print view of /p/79, which declares
+    # /p/79 (rightly: the same article, without the navigation). /p/80 to
+    # /p/119 are reached only through /p/79: it must be fetched.
+    fresh_site.routes.update(print_view_routes())
+    result = await crawl(ArticleSpider, ADDON, start=fresh_site.url("/"))
+    assert "/p/79" in fresh_site.fetched()
+    assert _pages(result.items, fresh_site) == sorted(["/", *(f"/p/{n}" for n in range(120))])
+    # The print view's item is filed under /p/79 (or /p/79's own item came
+    # first and the print view's is a duplicate): one item for the page.
+    assert result.stats["dedup/items/canonical"] == 1
+    assert result.stats["dedup/canonical/applied"] == 1
+    assert result.stats["dedup/canonical/fetched"] == 1  # its host is not trusted yet
+    assert result.stats["dedup/canonical/verified"] == 1  # /p/79 had the print view's text
+    assert "dedup/url/filtered/rel_canonical" not in result.stats
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_a_later_run_fetches_a_canonical_target_no_run_fetched(
+    fresh_site: Site, tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    # The first run stops after the print view was kept and before the chain
+    # reached /p/79; the second run must fetch /p/79 (not call it kept by an
+    # earlier run) and find the pages behind it. Every page gives one item
+    # across the two runs.
+    fresh_site.routes.update(print_view_routes())
+    if store == "redis":
+        uri = request.getfixturevalue("redis_url")
+        stored = {
+            "DEDUP_STORE": uri,
+            "DEDUP_REDIS_PREFIX": request.getfixturevalue("redis_prefix"),
+        }
+    else:
+        stored = {"DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
+    settings = {
+        **ADDON,
+        **stored,
+        "CONCURRENT_REQUESTS": 1,
+        "CLOSESPIDER_PAGECOUNT": 12,
+    }
+    first = await crawl(ArticleSpider, settings, start=fresh_site.url("/"))
+    assert first.stats["finish_reason"] == "closespider_pagecount"
+    assert "/p/79/print" in fresh_site.fetched()
+    assert "/p/79" not in fresh_site.fetched()
+    fresh_site.reset()
+    second = await crawl(
+        ArticleSpider, {**settings, "CLOSESPIDER_PAGECOUNT": 0}, start=fresh_site.url("/")
+    )
+    assert second.stats["finish_reason"] == "finished"
+    assert "/p/79" in fresh_site.fetched()
+    assert "dedup/url/filtered/rel_canonical" not in second.stats
+    items = _pages(first.items + second.items, fresh_site)
+    assert items == sorted(["/", *(f"/p/{n}" for n in range(120))])
+
+    # A third run finds nothing new and loses nothing: every page was kept.
+    fresh_site.reset()
+    third = await crawl(
+        ArticleSpider, {**settings, "CLOSESPIDER_PAGECOUNT": 0}, start=fresh_site.url("/")
+    )
+    assert [item for item in third.items if item["url"] != fresh_site.url("/")] == []
+    assert fresh_site.fetched() == ["/"]
+
+
+@deferred_f_from_coro_f
+async def test_declarations_save_fetches_once_verified(fresh_site: Site) -> None:
+    # 40 articles, each reached through its AMP view, which links the print
+    # view, a tracking landing page and the clean page; every view declares
+    # the clean page, rightly. The first clean pages are fetched and checked;
+    # then the host's declarations are trusted and the clean pages skipped.
+    fresh_site.routes.update(view_routes(40))
+    result = await crawl(ArticleSpider, ADDON, start=fresh_site.url("/"))
+    stats = result.stats
+    fetched = fresh_site.fetched()
+    clean = [p for p in fetched if p.startswith("/a/") and p.count("/") == 2 and "?" not in p]
+    assert stats["dedup/canonical/verified"] >= 3
+    assert stats["dedup/canonical/trusted"] >= 30
+    assert stats["dedup/url/filtered/rel_canonical"] >= 20
+    assert 3 <= len(clean) <= 20  # checked until trusted, then 1 in 20
+    assert "dedup/canonical/revoked" not in stats
+    # Nothing is lost: one item per article, under its clean URL.
+    assert _pages(result.items, fresh_site) == sorted(["/", *(f"/a/{n}" for n in range(40))])
+
+
+# Kill moments: before the host is trusted (6 pages recorded), and once trusted pages
+# skip their clean pages (30 recorded).
+@pytest.mark.parametrize("recorded", [6, 30])
+def test_kill_9_while_declarations_are_trusted_loses_nothing(
+    fresh_site: Site, tmp_path: Path, recorded: int
+) -> None:
+    # A crawl of the AMP/print/tracking views site with SQLite is killed with
+    # SIGKILL, then run again to the end: every article gives its item (under
+    # its clean URL) in one run or the other, whether its clean page was
+    # fetched or skipped on trust.
+    def slow(route: Any) -> Any:
+        return lambda q: (time.sleep(0.03), route(q))[1]
+
+    fresh_site.routes.update({path: slow(route) for path, route in view_routes(40).items()})
+    db = tmp_path / "dedup.db"
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{db}", "CONCURRENT_REQUESTS": 2}
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+
+    proc = _worker(settings, start, items)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if _count_recorded(db) >= recorded:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the crawl ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    log, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, log
+
+    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    filed = Counter(item["url"] for item in kept)
+    articles = {fresh_site.url(f"/a/{n}", host="127.0.0.1") for n in range(40)}
+    assert articles <= set(filed), sorted(articles - set(filed))
+    assert set(filed) - articles == {start}  # nothing filed under a view's URL

@@ -69,7 +69,7 @@ def test_the_summary_never_counts_below_zero() -> None:
         {
             "dedup/url/filtered": 10,
             "dedup/url/filtered/rel_canonical": 1,
-            "dedup/learn/canonical/refetched": 50,
+            "dedup/canonical/refetched": 50,
             "downloader/response_count": 10,
             "downloader/response_bytes": 10_000,
         }

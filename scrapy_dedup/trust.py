@@ -1,0 +1,172 @@
+"""Trust in rel=canonical declarations during a crawl: the Scrapy glue around
+:class:`scrapy_dedup.learn.CanonicalTrust`.
+
+A page declaring a canonical URL says "that page is this one". Taking every
+declaration at its word saves fetching the declared page, and loses whatever
+only that page links to when it is not quite this one: a print view without
+the navigation, page 2 of a list declaring page 1. So by default
+(``DEDUP_CANONICAL_TRUST = "verified"``) a declared page is skipped only once
+its host's declarations proved right: ``DEDUP_CANONICAL_TRUST_MIN_SUPPORT``
+declared pages, fetched, had the visible text (of their main region) of the
+page that declared them. One in ``1 / DEDUP_CANONICAL_TRUST_SAMPLE`` is still
+fetched, to check; the first that has another text ends the trust in its host
+for the crawl, and the pages skipped on trust are fetched after all.
+
+With ``DEDUP_LEARN``, the declarations and fetched pages go through the
+store's evidence log (:mod:`scrapy_dedup.learning`), so workers and later
+runs share what verified a host; without it, each process verifies on its
+own from what it fetches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.http import TextResponse
+
+from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.learn import CanonicalTrust, body_digest, page_digest
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from scrapy_dedup.state import CrawlState
+
+__all__ = ["TRUST_MODES", "CanonicalTrustCheck", "canonical_trust", "fetch_again"]
+
+logger = logging.getLogger(__name__)
+
+#: ``DEDUP_CANONICAL_TRUST``: skip a declared page once the host's
+#: declarations are verified, always (every sensible declaration), or never.
+TRUST_MODES = ("verified", "always", "never")
+
+
+def canonical_trust(state: CrawlState) -> CanonicalTrustCheck:
+    """The crawl's trust in rel=canonical declarations (made on first use)."""
+    if state.trust is None:
+        state.trust = CanonicalTrustCheck(state.crawler, state)
+    trust: CanonicalTrustCheck = state.trust
+    return trust
+
+
+def fetch_again(crawler: Crawler, requests: list[Any], why: str, *, debug: bool) -> None:
+    """Schedule ``requests`` past the dupefilter: pages skipped on a belief
+    (a learned rule, a trusted declaration) that turned out wrong."""
+    engine = crawler.engine
+    for request in requests:
+        if debug:
+            logger.debug("Fetching %s: %s", request, why)
+        if engine is not None:
+            engine.crawl(request.replace(dont_filter=True))
+
+
+class CanonicalTrustCheck:
+    """Whether a page's declared canonical URL may be skipped
+    (:meth:`trusts`), and the check of every declared page fetched
+    (:meth:`observe`). One per crawl: ``CrawlState.trust``."""
+
+    def __init__(self, crawler: Crawler, state: CrawlState) -> None:
+        config = state.config
+        self.crawler = crawler
+        self.mode = config.canonical_trust
+        self.canonicalize = state.canonicalizer.canonicalize
+        self.debug = config.debug
+        self._stats = StatsBuffer(crawler.stats)
+        self.trust = CanonicalTrust(
+            min_support=config.canonical_trust_min_support,
+            sample=config.canonical_trust_sample,
+            inc=self._stats.inc,
+        )
+        #: Called with (target, digest, page) for each declaration checked:
+        #: ``DEDUP_LEARN`` appends it to the store's evidence log.
+        self.on_declare: Callable[[str, int, str], None] | None = None
+        # With DEDUP_LEARN, fetched pages reach observe() through the
+        # evidence log (LearnedRules), in the log's order.
+        self._observed_by_log = config.learn
+        self._digests: dict[int, tuple[Any, tuple[int, int]]] = {}  # id(response) -> digest
+        crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
+        crawler.signals.connect(self._stats.stop, signal=signals.spider_closed)
+        if self.mode == "verified" and not self._observed_by_log:
+            crawler.signals.connect(self.response_received, signal=signals.response_received)
+
+    def digest(self, response: Response) -> tuple[int, int] | None:
+        """``(digest, length)`` of a response's visible text, computed once."""
+        cached = self._digests.pop(id(response), None)
+        if cached is not None and cached[0] is response:
+            return cached[1]
+        if isinstance(response, TextResponse):
+            try:
+                found = page_digest(response.text)
+            except (UnicodeError, ValueError):
+                return None
+        else:
+            found = body_digest(response.body)
+        if len(self._digests) > 64:  # responses the signal never saw (a middleware dropped them)
+            self._digests.clear()
+        self._digests[id(response)] = (response, found)
+        return found
+
+    def forget(self, response: Response) -> None:
+        """Drop the digest kept for ``response``."""
+        self._digests.pop(id(response), None)
+
+    def trusts(self, response: Response, target: str) -> bool:
+        """Whether the page may skip the canonical URL ``target`` it declares
+        (``DEDUP_CANONICAL_TRUST``); the declaration is remembered, to check
+        against the target's text when it is fetched."""
+        if self.mode == "always":
+            trusted = True
+        elif self.mode == "never":
+            trusted = False
+        else:
+            trusted = self._declare(response, target)
+        self._stats.inc("dedup/canonical/trusted" if trusted else "dedup/canonical/fetched")
+        return trusted
+
+    def _declare(self, response: Response, target: str) -> bool:
+        found = self.digest(response)
+        if found is None:
+            return False
+        target_key, page = self.canonicalize(target), self.canonicalize(response.url)
+        trusted = self.trust.declare(target_key, found[0], page, target)
+        if self.on_declare is not None:
+            self.on_declare(target_key, found[0], page)
+        return trusted
+
+    def record(self, target: str, digest: int, page: str) -> None:
+        """A declaration another worker (or an earlier run) made."""
+        self.trust.record(target, digest, page)
+
+    def observe(self, url: str, digest: int) -> int:
+        """A fetched page (canonical ``url``, text ``digest``) checks the
+        declarations of it; when that ends its host's trust, the pages skipped
+        on trust are fetched after all. How many."""
+        targets = self.trust.observe(url, digest)
+        if targets:
+            self._stats.inc("dedup/canonical/refetched", len(targets))
+            callback = getattr(self.crawler.spider, "parse", None)
+            fetch_again(
+                self.crawler,
+                [Request(target, callback=callback) for target in targets],
+                "its host's rel=canonical declarations are not trusted any more",
+                debug=self.debug,
+            )
+        return len(targets)
+
+    def response_received(self, response: Response, request: Request) -> None:
+        """A fetched page that pages declared canonical: does it have their text?"""
+        if not 200 <= response.status < 300 or request.method != "GET":
+            self.forget(response)
+            return
+        url = self.canonicalize(response.url)
+        if not self.trust.expects(url):  # the text is read only when it is awaited
+            self.forget(response)
+            return
+        found = self.digest(response)
+        self.forget(response)
+        if found is not None:
+            self.observe(url, found[0])
