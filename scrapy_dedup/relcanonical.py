@@ -101,6 +101,9 @@ class RelCanonicalMiddleware:
             )
         if self.report is not None and target is not None and verdict in ("apply", "ignore"):
             self.report.canonical_seen(verdict, reason, url, target)
+        # A request made with meta=response.meta brings its parent's key:
+        # only this page's own trusted declaration may stand in its meta.
+        request.meta.pop("dedup_canonical_url", None)
         if verdict == "apply" and target is not None:
             self._stats.inc("dedup/canonical/applied")
             # Only once the host's declarations proved right is the declared
