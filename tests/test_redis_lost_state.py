@@ -474,3 +474,70 @@ def _texts(store: RedisStore) -> list[bytes]:
     for found in store._pipe("read texts", lambda p: [p.hvals(n) for n in names]):
         values += found
     return values
+
+
+# -- A server that went back to an older snapshot -----------------------------
+
+
+def _frontier(url: str) -> set[int]:
+    """The keys of the namespace's frontier rows, as a worker starting a run reads them."""
+    reader = RedisStore.from_uri(url, "news", join=False)
+    reader.new_run = True
+    try:
+        return {key for key, _ in reader.pending_requests()}
+    finally:
+        reader.close()
+
+
+def test_a_redis_back_to_an_older_snapshot_is_noticed_mid_crawl_and_at_start(
+    empty_redis: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    state = str(tmp_path / "state")
+    store = RedisStore.from_uri(empty_redis.url, "news", state_dir=state)
+    store.add_pending(1, "one")
+    client = redis.Redis.from_url(empty_redis.url)
+    client.save()  # the snapshot the server comes back with
+    client.close()
+    store.add_pending(2, "two")  # written after it: lost at the restart
+    empty_redis.restart()
+    assert _frontier(empty_redis.url) == {1}
+
+    store.add_pending(3, "three")  # the next write finds the older state
+
+    assert store.lost_state == 1
+    assert len(warnings_with(caplog, LOST)) == 1
+    assert _frontier(empty_redis.url) == {1, 2, 3}  # written again
+    store.close()
+
+    # Between runs: a later snapshot is lost, the marker file remembers more writes.
+    client = redis.Redis.from_url(empty_redis.url)
+    client.save()
+    client.close()
+    store = RedisStore.from_uri(empty_redis.url, "news", state_dir=state)
+    store.add_pending(4, "four")
+    store.close()
+    empty_redis.restart()
+    caplog.clear()
+    later = RedisStore.from_uri(empty_redis.url, "news", state_dir=state)
+    assert later.lost_state == 1
+    assert "since this machine last used it" in warnings_with(caplog, LOST)[0]
+    assert later.run == 3  # not the number of the run whose end was lost
+    later.close()
+
+
+def test_a_reset_by_another_worker_is_no_loss(
+    empty_redis: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = str(tmp_path / "state")
+    worker = RedisStore.from_uri(empty_redis.url, "news", state_dir=state)
+    worker.add_pending(1, "one")
+    other = RedisStore.from_uri(empty_redis.url, "news", state_dir=state)
+    other.clear()  # DEDUP_RESET
+    worker.add_pending(2, "two")
+    other.close()
+    worker.close()
+    again = RedisStore.from_uri(empty_redis.url, "news", state_dir=state)
+    again.close()
+    assert worker.lost_state == other.lost_state == again.lost_state == 0
+    assert not warnings_with(caplog, LOST)

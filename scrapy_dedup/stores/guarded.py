@@ -401,4 +401,7 @@ class GuardedStore(DedupStore):
     def close(self) -> None:
         if self._probe is not None:  # it would use the store closed under it
             self._probe.join(_RETRY_AFTER)
+        up = not self._down_until or self._answered.is_set()
+        if up and (self._outage_texts or self._outage_near):
+            self._write_back()
         self._durable(self.store.close)
