@@ -33,7 +33,9 @@ claim again in its own round trip (a DEDUP_RESET by another worker deletes
 it): re-indexing while other workers write cannot be made safe, and a
 namespace half in one index and half in another misses near duplicates
 silently. ``text_version`` of ``P:run`` is the text normalization the
-namespace's digests were made with.
+namespace's digests were made with; ``epoch``, ``writes``, ``writes:<worker>``
+and ``trusted_since`` tell a server that lost data from a new namespace (see
+"lost server state" below).
 
 Atomicity: a URL key and a text digest are each set by one script on one key,
 so when several workers record the same one at once exactly one wins. A near
@@ -1065,7 +1067,13 @@ class RedisStore(DedupStore):
         except (OSError, ValueError) as exc:
             logger.warning("Ignoring the unreadable dedup marker file %s: %s", path, exc)
             return {}
-        return marker if isinstance(marker, dict) else {}
+        fields = {"epoch": str, "run": int, "writes": int}
+        if not isinstance(marker, dict) or any(
+            type(marker.get(name, kind())) is not kind for name, kind in fields.items()
+        ):
+            logger.warning("Ignoring the dedup marker file %s: not one this version wrote", path)
+            return {}
+        return marker
 
     def _write_marker(self) -> None:
         """Note on this machine that the namespace exists (atomically: a
