@@ -286,6 +286,7 @@ async def test_a_redis_restarted_empty_between_runs_is_said_and_loses_no_page(
     assert set(articles(fresh_site)) == set(content)
     assert set(names(first + items, content)) == set(content.values())
     assert set(names(items, content)) == set(content.values())
+    assert not warnings_with(caplog, "This run is not complete")  # it fetched everything
 
 
 # -- While a crawl runs -------------------------------------------------------

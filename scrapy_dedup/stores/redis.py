@@ -212,6 +212,7 @@ class RedisStore(DedupStore):
         # again if the server forgets them) and the write counters.
         self.state_dir = state_dir
         self.lost_state = 0  # times this worker found the server had lost data
+        self._lost_mid_run = False
         self.on_lost_state: Callable[[], None] | None = None
         self._rows: dict[int, str] = {}
         self._epoch = b""
@@ -983,6 +984,7 @@ class RedisStore(DedupStore):
         lost = mine <= self._writes
         self._writes, self._total_writes = mine, max(total, self._total_writes)
         if lost:
+            self._lost_mid_run = True
             self._lost("during the crawl", run_floor=self.run, writes_floor=self._total_writes)
             self._write_rows_again()
 
@@ -1103,10 +1105,11 @@ class RedisStore(DedupStore):
             self._write_marker()
 
     def end_run(self) -> None:
-        if self.lost_state:
+        if self._lost_mid_run:
             logger.warning(
                 "This run is not complete for later runs: dedup store %s lost data of "
-                "namespace %r during it; the next run fetches again the pages kept before",
+                "namespace %r during it; the next run fetches again the pages kept before "
+                "the loss was found",
                 self.uri,
                 self.namespace,
             )
