@@ -127,8 +127,9 @@ class GuardedStore(DedupStore):
             self._answered.clear()
             self._down_until = 0.0
             logger.warning(
-                "Dedup store %s answers again: deduplicating with it again (what this "
-                "process recorded while it was down stays known to this process only)",
+                "Dedup store %s answers again: deduplicating with it again (the texts this "
+                "process kept while it was down are written to it; the URLs it recorded "
+                "stay known to this process only)",
                 self.uri,
             )
             return True
