@@ -189,6 +189,8 @@ class CrawlState:
                 classes=config.store_classes,
                 recrawl_after=config.recrawl_after,
                 timeout=config.store_timeout,
+                # Where a Redis store notes that its namespace exists (a lost server).
+                state_dir=os.path.abspath(data_path(".", createdir=False)),
             )
         except StoreError as exc:
             # One line naming the store, not a traceback from deep inside Scrapy.

@@ -24,6 +24,21 @@ T = TypeVar("T")
 
 _RETRY_AFTER = 5.0  # seconds a failed store is bypassed before it is tried again
 _EVIDENCE_BACKLOG = 100_000  # learned-rule evidence records kept for a store that is down
+_OUTAGE_BACKLOG = 100_000  # texts and fingerprints kept locally, written once the store answers
+
+
+class _Held:
+    """The token of :meth:`GuardedStore.hold`: the store's own token, and the
+    texts the local store recorded meanwhile (the store was down)."""
+
+    __slots__ = ("local", "store")
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.local: list[tuple[bytes, str]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.store) or bool(self.local)
 
 
 class GuardedStore(DedupStore):
@@ -64,6 +79,17 @@ class GuardedStore(DedupStore):
         self._probe: threading.Thread | None = None
         self._evidence: list[str] = []  # evidence records the store has not taken yet
         self._answered = threading.Event()  # set by the probe when the store answers
+        # Kept from the local store while the store was down, written to it
+        # once it answers (see _write_back): exact texts whose items came out,
+        # near-duplicate fingerprints as the store records them (at once).
+        self._held_local: list[tuple[bytes, str]] | None = None
+        self._outage_texts: dict[bytes, str] = {}
+        self._outage_near: list[tuple[NearMethod, Any, str]] = []
+        self._outage_seen = False  # the local store answered for texts at least once
+        if hasattr(store, "on_lost_state"):
+            store.on_lost_state = self._lost_state
+        for _ in range(getattr(store, "lost_state", 0)):  # found while it opened
+            self._lost_state()
         if hasattr(store, "on_write_error"):
             # SQLite answers from memory: a failed write (disk full) loses no
             # answer, so it is counted and retried, not bypassed.
@@ -101,8 +127,9 @@ class GuardedStore(DedupStore):
             self._answered.clear()
             self._down_until = 0.0
             logger.warning(
-                "Dedup store %s answers again: deduplicating with it again (what this "
-                "process recorded while it was down stays known to this process only)",
+                "Dedup store %s answers again: deduplicating with it again (the texts this "
+                "process kept while it was down are written to it; the URLs it recorded "
+                "stay known to this process only)",
                 self.uri,
             )
             return True
@@ -201,20 +228,50 @@ class GuardedStore(DedupStore):
         return self.store.url_count()
 
     def get_content(self, digest: bytes) -> str | None:
+        if self._outage_seen:  # a text kept during an outage stays a known one
+            first = self._local.get_content(digest)
+            if first is not None:
+                return first
         return self._guard(self.store.get_content, self._local.get_content, digest)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
-        return self._guard(self.store.add_content, self._local.add_content, digest, url)
+        if self._outage_seen:
+            first = self._local.get_content(digest)
+            if first is not None:
+                return first
+        return self._guard(self.store.add_content, self._add_local_content, digest, url)
+
+    def _add_local_content(self, digest: bytes, url: str) -> str | None:
+        """``add_content`` on the local store while the store is down: a new
+        text waits, with its item, to be written to the store once it answers."""
+        self._outage_seen = True
+        first = self._local.add_content(digest, url)
+        if first is None:
+            if self._held_local is not None:
+                self._held_local.append((digest, url))
+            elif len(self._outage_texts) < _OUTAGE_BACKLOG:
+                self._outage_texts[digest] = url
+        return first
 
     def use_near(self, method: NearMethod) -> None:
         # Not guarded: a crawl that cannot use the store's texts does not start.
         self.store.use_near(method)
 
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
-        return self._guard(self.store.match_near, self._local.match_near, method, fingerprint)
+        found = self._guard(self.store.match_near, self._local.match_near, method, fingerprint)
+        if found is None and self._outage_seen and not self._down_until:
+            # A text kept during an outage, not written to the store yet.
+            found = self._local.match_near(method, fingerprint)
+        return found
 
     def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
-        self._guard(self.store.add_near, self._local.add_near, method, fingerprint, url)
+        self._guard(self.store.add_near, self._add_local_near, method, fingerprint, url)
+
+    def _add_local_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        self._outage_seen = True
+        self._local.add_near(method, fingerprint, url)
+        if len(self._outage_near) < _OUTAGE_BACKLOG:
+            self._outage_near.append((method, fingerprint, url))
 
     def claim(self, key: int, owner: int) -> int | None:
         return self._guard(self.store.claim, self._local.claim, key, owner)
@@ -262,12 +319,26 @@ class GuardedStore(DedupStore):
     @contextlib.contextmanager
     def hold(self) -> Iterator[Any]:
         with self.store.hold() as token:
-            yield token
+            held = _Held(token)
+            outer, self._held_local = self._held_local, held.local
+            try:
+                yield held
+            finally:
+                self._held_local = outer
 
     def release(self, token: Any) -> None:
+        if isinstance(token, _Held):
+            for digest, url in token.local[: _OUTAGE_BACKLOG - len(self._outage_texts)]:
+                self._outage_texts[digest] = url
+            token = token.store
         self._durable(lambda: self.store.release(token))
 
     def discard(self, token: Any) -> None:
+        if isinstance(token, _Held):
+            for digest, url in token.local:  # the item never came out: no text of it stays
+                if self._local._content.get(digest) == url:
+                    del self._local._content[digest]
+            token = token.store
         self.store.discard(token)
 
     def clear(self, urls_only: bool = False) -> None:
@@ -277,9 +348,61 @@ class GuardedStore(DedupStore):
     def flush(self) -> None:
         if self._down_until and not self._recovered():
             return  # the writes wait in the store: each try would stall a timeout
+        if self._outage_texts or self._outage_near:
+            self._write_back()
         self._durable(self.store.flush)
+
+    def _write_back(self) -> None:
+        """Write to the store the texts and fingerprints kept from the local
+        store while it was down, so that neither this process nor any other
+        keeps them once more. A text another worker kept meanwhile was kept
+        twice already; it is counted (``dedup/store/outage_doubled``). The
+        local store still answers for them (the store may fail again)."""
+        if self.store._holding is not None:
+            return  # inside an item's hold(): its writes would join that item's
+        texts, near = self._outage_texts, self._outage_near
+        written = doubled = done = 0
+        try:
+            while texts:
+                digest, url = texts.popitem()
+                try:
+                    first = self.store.add_content(digest, url)
+                except StoreError:
+                    texts[digest] = url  # tried again once the store answers
+                    raise
+                written += 1
+                if first is not None and first != url:
+                    doubled += 1
+            for method, fingerprint, url in near:
+                self.store.add_near(method, fingerprint, url)
+                done += 1
+        except StoreError as exc:
+            self._failed(exc)
+        del near[:done]
+        if written:
+            self._count_n("dedup/store/outage_texts", written)
+            logger.info(
+                "Dedup store %s: wrote the %d texts kept while it was down (%d of them "
+                "another process had kept meanwhile)",
+                self.uri,
+                written,
+                doubled,
+            )
+        if doubled:
+            self._count_n("dedup/store/outage_doubled", doubled)
+
+    def _count_n(self, name: str, n: int) -> None:
+        for _ in range(n):
+            self._count(name)
+
+    def _lost_state(self) -> None:
+        """The store found that its server lost data (see RedisStore)."""
+        self._count("dedup/store/lost_state")
 
     def close(self) -> None:
         if self._probe is not None:  # it would use the store closed under it
             self._probe.join(_RETRY_AFTER)
+        up = not self._down_until or self._answered.is_set()
+        if up and (self._outage_texts or self._outage_near):
+            self._write_back()
         self._durable(self.store.close)

@@ -33,7 +33,9 @@ claim again in its own round trip (a DEDUP_RESET by another worker deletes
 it): re-indexing while other workers write cannot be made safe, and a
 namespace half in one index and half in another misses near duplicates
 silently. ``text_version`` of ``P:run`` is the text normalization the
-namespace's digests were made with.
+namespace's digests were made with; ``epoch``, ``writes``, ``writes:<worker>``
+and ``trusted_since`` tell a server that lost data from a new namespace (see
+"lost server state" below).
 
 Atomicity: a URL key and a text digest are each set by one script on one key,
 so when several workers record the same one at once exactly one wins. A near
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -175,6 +178,7 @@ class RedisStore(DedupStore):
         recrawl_after: float | None = None,
         worker: str | None = None,
         join: bool = True,
+        state_dir: str | None = None,
     ) -> None:
         import redis
         from redis.exceptions import RedisClusterException
@@ -203,6 +207,18 @@ class RedisStore(DedupStore):
         self._counts = {"kept": 0, "texts": 0}
         self._holding: list[tuple[str, bytes, bytes, bytes]] | None = None
         self._kept = CompactMap()  # keys kept by this process in this run
+        # Lost server state (see _check_epoch): the marker file of this
+        # namespace under ``state_dir``, this worker's frontier rows (written
+        # again if the server forgets them) and the write counters.
+        self.state_dir = state_dir
+        self.lost_state = 0  # times this worker found the server had lost data
+        self._lost_mid_run = False
+        self.on_lost_state: Callable[[], None] | None = None
+        self._rows: dict[int, str] = {}
+        self._epoch = b""
+        self._writes = 0  # this worker's write counter, as the server last answered
+        self._total_writes = 0
+        self._trusted_since = 0  # pages kept before this time count for nothing
         self.worker = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
         pool = getattr(client, "connection_pool", None)
         if pool is not None and pool.connection_kwargs.get("client_name") != self.worker:
@@ -216,7 +232,9 @@ class RedisStore(DedupStore):
             self._add_text = client.register_script(_ADD_TEXT)
             self._unclaim = client.register_script(_UNCLAIM)
             self._new_run = client.register_script(_NEW_RUN)
+            self._check_epoch(join)
             self._join(join)
+            self._note_epoch(join)
         except self._errors as exc:
             # Our message says it all: no chained redis-py traceback in the log.
             raise StoreError(f"cannot reach the dedup store at {self.uri}: {exc}") from None
@@ -232,12 +250,15 @@ class RedisStore(DedupStore):
         timeout: float = 0.5,
         recrawl_after: float | None = None,
         join: bool = True,
+        state_dir: str | None = None,
     ) -> RedisStore:
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
         ``redis+cluster://`` (``rediss+cluster://``) URIs, which must name
         their host (or socket path). Each connect and each reply waits at most
         ``timeout`` seconds (``DEDUP_STORE_TIMEOUT``): the calls run on
-        Scrapy's reactor thread, so a frozen server stalls the whole crawl."""
+        Scrapy's reactor thread, so a frozen server stalls the whole crawl.
+        ``state_dir`` (else ``jobdir``) keeps a small marker file saying this
+        namespace existed, so that a server that forgot it is noticed."""
         import redis
         from redis.backoff import NoBackoff
         from redis.cluster import RedisCluster
@@ -283,6 +304,7 @@ class RedisStore(DedupStore):
             recrawl_after=recrawl_after,
             worker=worker,
             join=join,
+            state_dir=state_dir or jobdir,
         )
 
     def ping(self) -> None:
@@ -420,7 +442,8 @@ class RedisStore(DedupStore):
     def _oldest(self) -> int:
         """The oldest time a kept page counts from (DEDUP_RECRAWL_AFTER)."""
         # A forgotten page is marked kept at time 1: always past.
-        return 2 if self.recrawl_after is None else int(time.time() - self.recrawl_after)
+        oldest = 2 if self.recrawl_after is None else int(time.time() - self.recrawl_after)
+        return max(oldest, self._trusted_since)  # pages kept before a data loss: see _lost()
 
     def keep_url(self, key: int, info: int, url: str | None = None) -> None:
         known = self._known.get(key)
@@ -545,11 +568,13 @@ class RedisStore(DedupStore):
         return f"{self.base}:p:{key >> 56:02x}", key.to_bytes(8, "little")
 
     def add_pending(self, key: int, request: str) -> None:
+        self._rows[key] = request
         self._dones.discard(key)
         self._adds[key] = request
         self._due()
 
     def done_pending(self, key: int) -> None:
+        self._rows.pop(key, None)
         self._adds.pop(key, None)
         self._dones.add(key)
         self._due()
@@ -583,8 +608,9 @@ class RedisStore(DedupStore):
             def frontier(pipe: Any) -> None:
                 for key, request in adds.items():
                     pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
+                self._stamp(pipe)
 
-            self._pipe("write the frontier", frontier)
+            self._stamped(self._pipe("write the frontier", frontier))
             self._adds = {}
         counts = {name: n for name, n in self._counts.items() if n}
         if not (self._keeps or self._dones or self._confirms or counts):
@@ -599,8 +625,9 @@ class RedisStore(DedupStore):
                 pipe.hset(name, digest, url)
             for name, n in counts.items():
                 pipe.hincrby(self._run_key, name, n)
+            self._stamp(pipe)
 
-        self._pipe("record kept pages", records)
+        self._stamped(self._pipe("record kept pages", records))
         self._keeps.clear()
         self._dones.clear()
         self._confirms.clear()
@@ -881,6 +908,212 @@ class RedisStore(DedupStore):
             i += 2 + size
         return found
 
+    # -- lost server state ---------------------------------------------------
+    #
+    # A Redis that restarts without persistence (or goes back to an older
+    # snapshot, or is flushed) answers for a forgotten namespace as for a new
+    # one. Three things tell them apart: field ``epoch`` of ``P:run``, written
+    # when the namespace is first used and kept by DEDUP_RESET; write counters
+    # there (``writes`` for the namespace, ``writes:<worker>`` for each worker),
+    # incremented in the same pipeline as every write, so a server that went
+    # back answers a count this worker has seen already; and, on each machine, a
+    # marker file under the project's ``.scrapy`` directory (or JOBDIR) saying
+    # this namespace existed, with which epoch, run and count. Pages kept before
+    # a loss was found count for nothing from then on (``trusted_since``): what
+    # they led to may be gone, so they are fetched again.
+
+    def _check_epoch(self, join: bool) -> None:
+        """Before joining a run: find whether the server lost the namespace's
+        data since this machine last used it, and if so say so and distrust
+        what is left (see :meth:`_lost`). A tool (``join=False``) only looks."""
+        run_key = f"{self.base}:run"
+        fields = ["epoch", "run", "writes", "kept", "texts", "trusted_since"]
+        epoch, run, writes, kept, texts, trusted = self.client.hmget(run_key, fields)
+        self._trusted_since = int(trusted or 0)
+        if not join:
+            return
+        marker = self._read_marker()
+        known = str(marker.get("epoch") or "").encode()
+        why = None
+        if epoch is None and run is None and (writes or kept or texts):
+            # Every run sets "run": only a worker that went on writing after the
+            # server forgot everything leaves counters without it.
+            why = "its run record holds only what a worker wrote after it was emptied"
+        elif epoch is None and known:
+            why = "this machine crawled it before and the server holds none of it now"
+        elif epoch is not None and known and epoch != known:
+            why = "a worker that did not know it started it over from empty"
+        elif epoch == known and int(writes or 0) < int(marker.get("writes") or 0):
+            why = "the server went back to a state older than this machine's last writes"
+        if epoch is None:  # a new namespace (or one from before epochs): name it
+            self.client.hsetnx(run_key, "epoch", known or os.urandom(8).hex())
+            epoch = self.client.hget(run_key, "epoch") or b""
+        self._epoch = epoch
+        if why is not None:
+            self._lost(
+                f"since this machine last used it ({why})",
+                run_floor=int(marker.get("run") or 0),
+                writes_floor=int(marker.get("writes") or 0),
+            )
+
+    def _note_epoch(self, join: bool) -> None:
+        """After joining a run: start this worker's write counter and note on
+        this machine that the namespace exists."""
+        if not join:
+            return
+
+        def note(pipe: Any) -> None:
+            pipe.hset(self._run_key, f"writes:{self.worker}", 1)
+            pipe.hget(self._run_key, "writes")
+
+        self._total_writes = int(self._pipe("note the worker", note)[1] or 0)
+        self._writes = 1
+        self._write_marker()
+
+    def _stamp(self, pipe: Any) -> None:
+        """Count a write, in the pipeline that writes (see :meth:`_stamped`)."""
+        pipe.hincrby(self._run_key, "writes", 1)
+        pipe.hincrby(self._run_key, f"writes:{self.worker}", 1)
+
+    def _stamped(self, answers: list[Any]) -> None:
+        """This worker's count as the server answers it: not above the last
+        one means the server forgot writes (it restarted empty, or went back
+        to an older snapshot): the unfinished requests of this worker are
+        written again, and the loss recorded."""
+        total, mine = int(answers[-2]), int(answers[-1])
+        lost = mine <= self._writes
+        self._writes, self._total_writes = mine, max(total, self._total_writes)
+        if lost:
+            self._lost_mid_run = True
+            self._lost("during the crawl", run_floor=self.run, writes_floor=self._total_writes)
+            self._write_rows_again()
+
+    def _lost(self, when: str, *, run_floor: int, writes_floor: int) -> None:
+        """The server lost data of the namespace: say so at WARNING, and make
+        it safe to go on with what is left. Pages kept until now count for
+        nothing (they are fetched again: the requests they led to may be
+        gone), run numbers never go back (URL keys seen by an earlier run
+        must not count as seen in a new one), and the run record gets its
+        epoch and text normalization back (no false warning about old texts)."""
+        self.lost_state += 1
+        if self.on_lost_state is not None:
+            self.on_lost_state()
+        self._trusted_since = max(self._trusted_since, int(time.time()) + 1)
+        run_key = f"{self.base}:run"
+        run, writes = self._call("read the run", self.client.hmget, run_key, ["run", "writes"])
+
+        def restore(pipe: Any) -> None:
+            pipe.hset(run_key, "trusted_since", self._trusted_since)
+            pipe.hsetnx(run_key, "epoch", self._epoch)
+            pipe.hsetnx(run_key, "text_version", TEXT_VERSION)
+            if int(run or 0) < run_floor:
+                pipe.hset(run_key, "run", run_floor)
+            if int(writes or 0) < writes_floor:
+                pipe.hset(run_key, "writes", writes_floor)
+
+        self._pipe("restore the run record", restore)
+        logger.warning(
+            "Dedup store %s lost the data of namespace %r %s: the server restarted "
+            "without persistence, went back to an older snapshot, or was flushed. Going "
+            "on with what is left: pages kept until now are fetched again (their items "
+            "come out again where their texts were lost too), and this run is not "
+            "complete for later runs (see dedup/store/lost_state)",
+            self.uri,
+            self.namespace,
+            when,
+        )
+
+    def _write_rows_again(self) -> None:
+        """After a loss found mid-crawl: this worker's unfinished requests go
+        back into the frontier, and the worker back into its run."""
+        rows = list(self._rows.items())
+        self._call("rejoin the run", self.client.hset, self._run_key, f"w:{self.worker}", self.run)
+        for start in range(0, len(rows), 5000):
+            chunk = rows[start : start + 5000]
+
+            def write(pipe: Any, chunk: list[tuple[int, str]] = chunk) -> None:
+                for key, request in chunk:
+                    pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
+
+            self._pipe("write the frontier again", write)
+        logger.info("Wrote %d unfinished requests of this worker to the frontier again", len(rows))
+        self._write_marker()
+
+    def _notes_kept_by_reset(self) -> dict[str, Any]:
+        """The fields of the run record a DEDUP_RESET keeps: the epoch and the
+        write counters (a reset is not a loss)."""
+        notes = self._call("read the run", self.client.hgetall, self._run_key)
+        return {
+            name.decode(): value
+            for name, value in notes.items()
+            if name == b"epoch" or name.startswith(b"writes")
+        }
+
+    def _marker_path(self) -> str | None:
+        if not self.state_dir:
+            return None
+        digest = hashlib.blake2b(
+            f"{self.uri}\0{self.base}".encode("utf-8", "surrogatepass"), digest_size=8
+        ).hexdigest()
+        return os.path.join(self.state_dir, f"dedup-redis-{digest}.json")
+
+    def _read_marker(self) -> dict[str, Any]:
+        path = self._marker_path()
+        if path is None:
+            return {}
+        try:
+            with open(path, encoding="utf-8") as file:
+                marker = json.load(file)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            logger.warning("Ignoring the unreadable dedup marker file %s: %s", path, exc)
+            return {}
+        fields = {"epoch": str, "run": int, "writes": int}
+        if not isinstance(marker, dict) or any(
+            type(marker.get(name, kind())) is not kind for name, kind in fields.items()
+        ):
+            logger.warning("Ignoring the dedup marker file %s: not one this version wrote", path)
+            return {}
+        return marker
+
+    def _write_marker(self) -> None:
+        """Note on this machine that the namespace exists (atomically: a
+        kill -9 leaves the old marker or the new one)."""
+        path = self._marker_path()
+        if path is None or not self._join_run:
+            return
+        marker = {
+            "store": self.uri,
+            "namespace": self.base,
+            "epoch": self._epoch.decode("utf-8", "replace"),
+            "run": self.run,
+            "writes": self._total_writes,
+        }
+        temp = f"{path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(temp, "w", encoding="utf-8") as file:
+                json.dump(marker, file)
+            os.replace(temp, path)
+        except OSError as exc:  # a read-only project: detection relies on the server alone
+            logger.warning("Cannot write the dedup marker file %s: %s", path, exc)
+
+    def _leave_epoch(self) -> None:
+        if self._join_run:
+            self._call("leave the run", self.client.hdel, self._run_key, f"writes:{self.worker}")
+            self._write_marker()
+
+    def end_run(self) -> None:
+        if self._lost_mid_run:
+            logger.warning(
+                "This run is not complete for later runs: dedup store %s lost data of "
+                "namespace %r during it; the next run fetches again the pages kept before "
+                "the loss was found",
+                self.uri,
+                self.namespace,
+            )
+
     # -- life cycle ----------------------------------------------------------
 
     def clear(self, urls_only: bool = False) -> None:
@@ -906,6 +1139,7 @@ class RedisStore(DedupStore):
             self._indexed.clear()
             # Last: the near-duplicate claim goes once no band key is left.
             patterns.append(f"{base}:run")
+            kept_notes = self._notes_kept_by_reset()
         try:
             for pattern in patterns:
                 names = list(self.client.scan_iter(match=pattern, count=1000))
@@ -918,6 +1152,7 @@ class RedisStore(DedupStore):
                     "run": self.run,
                     f"w:{self.worker}": self.run,
                     "text_version": TEXT_VERSION,
+                    **kept_notes,
                 }
                 self.client.hset(self._run_key, mapping=notes)
         except self._errors as exc:
@@ -929,6 +1164,7 @@ class RedisStore(DedupStore):
         try:
             self.flush()
             self._call("leave the run", self.client.hdel, self._run_key, f"w:{self.worker}")
+            self._leave_epoch()
         finally:
             with contextlib.suppress(*self._errors):
                 self.client.close()
