@@ -32,6 +32,7 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.http import TextResponse
 
 from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.learn import CanonicalTrust, Learner, Skip, body_digest, page_digest
 from scrapy_dedup.state import CrawlState
@@ -337,6 +338,8 @@ class LearnedRulesMiddleware:
     Only active with ``DEDUP_LEARN``."""
 
     def __init__(self, crawler: Crawler) -> None:
+        if not dedup_enabled(crawler.settings):
+            raise NotConfigured("DEDUP_ENABLED is False")
         state = CrawlState.of(crawler)
         learned = learned_rules(state)
         if learned is None:
