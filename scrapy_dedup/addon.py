@@ -8,6 +8,7 @@ from typing import Any
 from scrapy.utils.misc import load_object
 
 from scrapy_dedup.config import dedup_enabled
+from scrapy_dedup.state import refuse
 from scrapy_dedup.stores import redact
 
 __all__ = ["DedupAddon"]
@@ -55,7 +56,12 @@ class DedupAddon:
             value = settings.get(name)
             if isinstance(value, str) and redact(value) != value:
                 settings.set(name, _Redacted(value), priority=settings.getpriority(name))
-        if not dedup_enabled(settings):
+        try:
+            enabled = dedup_enabled(settings)
+        except ValueError as exc:
+            refuse(exc, "Cannot start scrapy-dedup")
+            raise
+        if not enabled:
             logger.info("DEDUP_ENABLED is False: scrapy-dedup adds nothing to this crawl")
             return
         settings.set("DUPEFILTER_CLASS", _DUPEFILTER, priority="addon")

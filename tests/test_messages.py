@@ -193,6 +193,7 @@ def test_a_percent_encoded_password_works_and_is_never_shown(
         (["DEDUP_NEAR_THRESHOLD=1.5"], "DEDUP_NEAR_THRESHOLD must be between 0.5 and 1.0"),
         (["DEDUP_NEAR_THRESHOLD=0.3"], "DEDUP_NEAR_THRESHOLD must be between 0.5 and 1.0"),
         (["DEDUP_STORE=redis://127.0.0.1:1/abc"], "DEDUP_STORE='redis://127.0.0.1:1/abc': the"),
+        (["DEDUP_ENABLED=maybe"], "DEDUP_ENABLED must be a boolean"),
     ],
 )
 def test_a_refusal_at_start_is_one_error_line_and_exit_1(
