@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from scrapy_dedup.dupefilter import CanonicalDupeFilter
-from scrapy_dedup.frontier import DedupFrontierMiddleware
-from scrapy_dedup.learning import LearnedRulesMiddleware
-from scrapy_dedup.pipeline import ContentDedupPipeline
-from scrapy_dedup.relcanonical import RelCanonicalMiddleware
+from scrapy.utils.misc import load_object
+
+from scrapy_dedup.config import dedup_enabled
+from scrapy_dedup.state import refuse
+from scrapy_dedup.stores import redact
 
 __all__ = ["DedupAddon"]
+
+logger = logging.getLogger(__name__)
+
+# By import path, so that Scrapy's "Enabled ..." and "Overridden settings" lines
+# name each component rather than print a <class ...> object.
+_DUPEFILTER = "scrapy_dedup.CanonicalDupeFilter"
+_COMPONENTS = (
+    ("DOWNLOADER_MIDDLEWARES", "scrapy_dedup.RelCanonicalMiddleware", 575),
+    ("DOWNLOADER_MIDDLEWARES", "scrapy_dedup.LearnedRulesMiddleware", 60),
+    ("ITEM_PIPELINES", "scrapy_dedup.ContentDedupPipeline", 350),
+    ("SPIDER_MIDDLEWARES", "scrapy_dedup.DedupFrontierMiddleware", 10),
+)
+# Settings that may hold a password: shown redacted in Scrapy's log.
+_SECRET_SETTINGS = ("DEDUP_STORE", "REDIS_URL")
+
+
+class _Redacted(str):
+    """A setting's text whose ``repr`` hides the password it holds, for
+    Scrapy's "Overridden settings" log line (it prints each value's repr)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(redact(str(self)))
 
 
 class DedupAddon:
@@ -19,18 +44,60 @@ class DedupAddon:
     middleware (60; it only acts with ``DEDUP_LEARN``), the content pipeline
     (350) and the frontier spider middleware (10; it only acts with an SQLite
     store), each unless the project already lists it. A ``DUPEFILTER_CLASS``
-    the project set explicitly wins.
+    the project set explicitly wins (said at INFO). With
+    ``DEDUP_ENABLED = False`` it adds nothing.
     """
 
+    def __repr__(self) -> str:  # Scrapy's "Enabled addons" line
+        return "scrapy_dedup.DedupAddon"
+
     def update_settings(self, settings: Any) -> None:
-        settings.set("DUPEFILTER_CLASS", CanonicalDupeFilter, priority="addon")
-        settings.setdefault_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", RelCanonicalMiddleware, 575
-        )
-        settings.setdefault_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", LearnedRulesMiddleware, 60
-        )
-        settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", ContentDedupPipeline, 350)
-        settings.setdefault_in_component_priority_dict(
-            "SPIDER_MIDDLEWARES", DedupFrontierMiddleware, 10
-        )
+        for name in _SECRET_SETTINGS:
+            value = settings.get(name)
+            if isinstance(value, str) and redact(value) != value:
+                settings.set(name, _Redacted(value), priority=settings.getpriority(name))
+        try:
+            enabled = dedup_enabled(settings)
+        except ValueError as exc:
+            refuse(exc, "Cannot start scrapy-dedup")
+            raise
+        if not enabled:
+            logger.info("DEDUP_ENABLED is False: scrapy-dedup adds nothing to this crawl")
+            return
+        settings.set("DUPEFILTER_CLASS", _DUPEFILTER, priority="addon")
+        own = settings.get("DUPEFILTER_CLASS")
+        if not _is_ours(own):
+            logger.info(
+                "DUPEFILTER_CLASS=%s is set by the project: scrapy-dedup leaves out its URL "
+                "stage (canonical URLs, the store's kept pages); remove the setting to use it",
+                own if isinstance(own, str) else getattr(own, "__qualname__", own),
+            )
+        for setting, path, order in _COMPONENTS:
+            _setdefault_component(settings, setting, path, order)
+
+
+def _setdefault_component(settings: Any, name: str, path: str, order: int) -> None:
+    """Add ``path`` to component dict ``name`` unless the project lists its
+    class already, under any path (as Scrapy's
+    ``setdefault_in_component_priority_dict``, which takes a class)."""
+    cls = load_object(path)
+    components = settings.getdict(name)
+    for listed in tuple(components):
+        try:
+            if load_object(listed) is cls:
+                return
+        except (ImportError, NameError, ValueError):
+            continue  # Scrapy reports it when it builds the components
+    components[path] = order
+    settings.set(name, components, settings.getpriority(name) or 0)
+
+
+def _is_ours(dupefilter: Any) -> bool:
+    """Whether ``dupefilter`` is CanonicalDupeFilter (or a subclass)."""
+    from scrapy_dedup.dupefilter import CanonicalDupeFilter
+
+    try:
+        cls = load_object(dupefilter) if isinstance(dupefilter, str) else dupefilter
+    except (ImportError, NameError, ValueError):
+        return False  # Scrapy reports it when it builds the scheduler
+    return isinstance(cls, type) and issubclass(cls, CanonicalDupeFilter)

@@ -1,6 +1,6 @@
 """``scrapy dedup``: look after a project's dedup state from the command line.
 
-- ``scrapy dedup explain [--spider NAME] URL...``: each URL's key, the rules
+- ``scrapy dedup explain [NAMESPACE] URL...``: each URL's key, the rules
   that made it, learned rules, what the store holds, and which of the URLs
   are one page;
 - ``scrapy dedup stats NAMESPACE``: what the store holds;
@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from typing import Any, ClassVar
 
@@ -28,14 +29,27 @@ from scrapy_dedup.explain import (
     store_stats,
 )
 from scrapy_dedup.forget import forget
-from scrapy_dedup.stores import StoreError
+from scrapy_dedup.stores import StoreError, redact
 
 __all__ = ["DedupCommand"]
 
 _USAGE = (
-    "explain [--spider NAME] URL [URL ...] | stats NAMESPACE | "
+    "explain [NAMESPACE] URL [URL ...] | stats NAMESPACE | "
     "forget NAMESPACE [URL ...] [--prefix PREFIX] | reset NAMESPACE --yes"
 )
+
+
+def _again(namespace: str, opts: argparse.Namespace) -> str:
+    """``scrapy dedup reset NAMESPACE --yes`` with the ``-s`` options given
+    (a password in them shown as ``***``, and said so)."""
+    words = ["scrapy", "dedup", "reset", namespace, "--yes"]
+    hidden = False
+    for option in getattr(opts, "set", None) or []:
+        shown = redact(option)
+        hidden |= shown != option
+        words += ["-s", shown]
+    command = shlex.join(words)
+    return command + ("  (with your password in place of ***)" if hidden else "")
 
 
 class DedupCommand(ScrapyCommand):
@@ -54,8 +68,9 @@ class DedupCommand(ScrapyCommand):
     def long_desc(self) -> str:
         return (
             "explain: each URL's key, every rule that changed it (fixed or learned), which "
-            "of the URLs are one page, and (with a store) whether the next run skips it. "
-            "--spider reads that spider's settings and its namespace in the store.\n"
+            "of the URLs are one page, and (with a store) whether the next run skips it "
+            "in NAMESPACE (by default the project's one spider, --spider NAME or "
+            "DEDUP_NAMESPACE).\n"
             "stats: what the store holds for a namespace (a spider's name, or "
             "DEDUP_NAMESPACE): pages, texts, frontier, top hosts, learned rules.\n"
             "forget: the next run fetches the given URLs again, and every kept page whose "
@@ -82,21 +97,26 @@ class DedupCommand(ScrapyCommand):
             print(f"scrapy dedup {action}: {exc}", file=sys.stderr)
             self.exitcode = 1
 
-    def _explain(self, urls: list[str], opts: argparse.Namespace) -> None:
+    def _explain(self, args: list[str], opts: argparse.Namespace) -> None:
+        # A NAMESPACE first, as the other commands take it (a URL has "://").
+        given = args[0] if len(args) > 1 and "://" not in args[0] else None
+        urls = args[1:] if given is not None else args
         if not urls:
             raise UsageError("name the URLs to explain")
-        spidercls = self._spider(opts.spider) if opts.spider else self._only_spider()
+        spider = opts.spider or given
+        spidercls = self._spider(spider) if spider else self._only_spider()
         if opts.spider and spidercls is None:
             raise UsageError(f"no spider named {opts.spider!r} in this project")
         project = Project.load(self.settings, spidercls)
-        namespace = project.config.namespace or (spidercls.name if spidercls else None)
+        namespace = given or project.config.namespace or (spidercls.name if spidercls else None)
         stored = project.config.store.strip().lower() != "memory"
         explained = explain(urls, project=project, namespace=namespace if stored else None)
         print(format_explain(explained, learning=project.config.learn))
         if not stored:
             print("\n(store: memory, which keeps nothing between runs)")
         elif namespace is None:
-            print("\n(give --spider NAME to see what the store holds for these URLs)")
+            print("\n(name the namespace first, scrapy dedup explain NAMESPACE URL ..., to see")
+            print("what the store holds for these URLs)")
         else:
             print(f"\n(store: {project.describe_store(namespace)})")
 
@@ -128,9 +148,14 @@ class DedupCommand(ScrapyCommand):
             raise UsageError("usage: scrapy dedup reset NAMESPACE --yes")
         namespace = args[0]
         project = Project.load(self.settings, self._spider(namespace))
+        if project.config.store.strip().lower() == "memory":
+            raise StoreError(
+                "DEDUP_STORE is 'memory', which keeps nothing between runs: there is nothing "
+                "to reset (name the store: -s DEDUP_STORE=sqlite:///dedup.db or redis://...)"
+            )
         if not opts.yes:
             print(format_stats(store_stats(project=project, namespace=namespace)))
-            print(f"\nThis forgets all of the above. Run: scrapy dedup reset {namespace} --yes")
+            print(f"\nThis forgets all of the above. Run: {_again(namespace, opts)}")
             self.exitcode = 1
             return
         store = project.open_store(namespace)

@@ -20,11 +20,14 @@ from typing import Any
 from scrapy_dedup.text.minhash import MIN_THRESHOLD
 from scrapy_dedup.url import RULES, URLCanonicalizer
 
-__all__ = ["DEFAULTS", "DedupConfig", "read_bool", "read_duration"]
+__all__ = ["DEFAULTS", "DedupConfig", "dedup_enabled", "read_bool", "read_duration"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {
+    # False: the add-on adds nothing, the components stay out (NotConfigured)
+    # and CanonicalDupeFilter filters as Scrapy's RFPDupeFilter
+    "DEDUP_ENABLED": True,
     # URL stage (CanonicalDupeFilter)
     "DEDUP_URL_RULES": {},  # {rule name: bool}; every rule is on unless set to False
     "DEDUP_URL_STRIP_PARAMS": [],  # extra query parameter names to strip everywhere
@@ -59,8 +62,8 @@ DEFAULTS: dict[str, Any] = {
     # (estimated Jaccard) to an item already filed under the canonical URL
     "DEDUP_CANONICAL_MIN_SIMILARITY": 0.5,
     # Stores
-    # "memory", "sqlite:///relative.db", "sqlite:////abs.db", "redis://host:6379/0",
-    # "redis+cluster://host:7000"
+    # "memory" (also None or ""), "sqlite:///relative.db", "sqlite:////abs.db",
+    # "redis://host:6379/0", "redis+cluster://host:7000", or "redis": REDIS_URL
     "DEDUP_STORE": "memory",
     "DEDUP_NAMESPACE": None,  # None: the spider's name
     "DEDUP_RESET": False,  # forget the namespace's state when the crawl starts
@@ -106,6 +109,29 @@ def read_bool(name: str, value: Any) -> bool:
     if value in ("False", "false"):
         return False
     raise ValueError(f"{name} must be a boolean (True/False, 1/0, 'true'/'false'), got {value!r}")
+
+
+def dedup_enabled(settings: Any) -> bool:
+    """``DEDUP_ENABLED``: whether scrapy-dedup acts at all in this crawl."""
+    value = settings.get("DEDUP_ENABLED")
+    return read_bool("DEDUP_ENABLED", True if value in (None, "") else value)
+
+
+#: Where ``DEDUP_STORE = "redis"`` points without ``REDIS_URL`` (scrapy-redis's default).
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+
+
+def _store(r: _Reader) -> str:
+    """``DEDUP_STORE``; ``"redis"`` is the ``REDIS_URL`` scrapy-redis users set."""
+    store = r.text("DEDUP_STORE")
+    if store.strip().lower() != "redis":
+        return store
+    url = r.settings.get("REDIS_URL")
+    if url in (None, ""):
+        return DEFAULT_REDIS_URL
+    if not isinstance(url, str) or "://" not in url:
+        raise ValueError(f"DEDUP_STORE='redis' uses REDIS_URL, which is not a URL: {url!r}")
+    return url
 
 
 class _Reader:
@@ -236,6 +262,7 @@ def _host_rules(name: str, value: Mapping[str, Any]) -> dict[str, dict[str, Any]
 class DedupConfig:
     """Every ``DEDUP_*`` setting of one crawl, read and checked once."""
 
+    enabled: bool = True
     # URL stage
     url_rules: dict[str, bool] = field(default_factory=dict)
     url_strip_params: tuple[str, ...] = ()
@@ -290,6 +317,7 @@ class DedupConfig:
         _warn_unknown(settings)
         r = _Reader(settings)
         config = cls(
+            enabled=dedup_enabled(settings),
             url_rules=_rules("DEDUP_URL_RULES", r.mapping("DEDUP_URL_RULES")),
             url_strip_params=r.names("DEDUP_URL_STRIP_PARAMS"),
             url_keep_params=r.names("DEDUP_URL_KEEP_PARAMS"),
@@ -313,7 +341,7 @@ class DedupConfig:
             canonical_trust=r.choice("DEDUP_CANONICAL_TRUST", ("verified", "always", "never")),
             canonical_trust_min_support=r.number("DEDUP_CANONICAL_TRUST_MIN_SUPPORT", int, 1),
             canonical_trust_sample=r.number("DEDUP_CANONICAL_TRUST_SAMPLE", float, 0.0, 1.0),
-            store=r.text("DEDUP_STORE"),
+            store=_store(r),
             namespace=r.optional_text("DEDUP_NAMESPACE"),
             reset=r.flag("DEDUP_RESET"),
             store_on_error=r.choice("DEDUP_STORE_ON_ERROR", ("continue", "stop")),
@@ -377,14 +405,19 @@ class DedupConfig:
 def _near_threshold(r: _Reader) -> float:
     """``DEDUP_NEAR_THRESHOLD``, within what the MinHash band index serves
     (:data:`~scrapy_dedup.text.minhash.MIN_THRESHOLD` to 1)."""
-    value: float = r.number("DEDUP_NEAR_THRESHOLD", float, 0.0, 1.0, above=True)
-    if value < MIN_THRESHOLD:
+    name = "DEDUP_NEAR_THRESHOLD"
+    value = r.raw(name)
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not MIN_THRESHOLD <= number <= 1.0:
         raise ValueError(
-            f"DEDUP_NEAR_THRESHOLD must be between {MIN_THRESHOLD} and 1.0, got {value!r}: "
-            f"below {MIN_THRESHOLD} (about one word in eight changed), MinHash bands find "
-            "a pair only by comparing each text with most texts sharing its site's template"
+            f"{name} must be between {MIN_THRESHOLD} and 1.0, got {value!r}: below "
+            f"{MIN_THRESHOLD} (about one word in eight changed), MinHash bands find a pair "
+            "only by comparing each text with most texts sharing its site's template"
         )
-    return value
+    return number
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from scrapy import signals
-from scrapy.dupefilters import BaseDupeFilter
+from scrapy.dupefilters import BaseDupeFilter, RFPDupeFilter
 from scrapy.utils.request import referer_str
 
 from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.keys import PREVIOUS_RUN, RequestKey, merge_reasons, url_info
 from scrapy_dedup.learn import Skip
 from scrapy_dedup.learning import learned_rules
@@ -93,6 +94,9 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        if not dedup_enabled(crawler.settings):
+            # DEDUP_ENABLED = False: Scrapy's own filter, as if none were set.
+            return cast("Self", RFPDupeFilter.from_crawler(crawler))
         return cls(crawler)
 
     @classmethod

@@ -22,7 +22,7 @@ from scrapy_dedup.keys import PREVIOUS_RUN, REL_CANONICAL, RequestKeys
 from scrapy_dedup.learn import Learner
 from scrapy_dedup.learning import kept_earlier, load_rules_file, read_record
 from scrapy_dedup.state import resolve_sqlite_path
-from scrapy_dedup.stores import DedupStore, open_store, redact
+from scrapy_dedup.stores import DedupStore, StoreError, open_store, redact
 from scrapy_dedup.url import RULES, UNPARSED, rule_names
 
 __all__ = ["Explained", "Project", "explain", "format_explain", "format_stats", "store_stats"]
@@ -35,6 +35,9 @@ class Project:
     settings: Settings
     config: DedupConfig
     keys: RequestKeys
+    #: The spider's ``start_urls`` where it lists them (``explain`` says a
+    #: kept start URL is fetched again).
+    start_urls: tuple[str, ...] = ()
 
     @classmethod
     def load(
@@ -45,13 +48,16 @@ class Project:
         crawler.addons.load_settings(crawler.settings)
         config = DedupConfig.from_settings(crawler.settings)
         keys = RequestKeys(config.canonicalizer(), _fingerprinter(crawler), Request)
-        return cls(crawler.settings, config, keys)
+        start_urls = getattr(spidercls, "start_urls", None) or ()
+        if isinstance(start_urls, str) or not all(isinstance(u, str) for u in start_urls):
+            start_urls = ()
+        return cls(crawler.settings, config, keys, tuple(start_urls))
 
     def open_store(self, namespace: str) -> DedupStore:
         """The project's store for ``namespace``, opened to look (a Redis
         store does not join a run); close it with :func:`close_store`."""
         config = self.config
-        return open_store(
+        store = open_store(
             resolve_sqlite_path(config.store),
             namespace,
             prefix=config.redis_prefix,
@@ -60,6 +66,19 @@ class Project:
             timeout=config.store_timeout,
             join=False,
         )
+        try:
+            exists = store.namespace_exists()
+            known: list[str] = getattr(store, "namespaces", list)() if not exists else []
+        except BaseException:
+            close_store(store)
+            raise
+        if not exists:  # a typo does not read as an empty namespace
+            close_store(store)
+            raise StoreError(
+                f"{redact(config.store)} has no namespace {namespace!r} "
+                f"(it has: {', '.join(map(repr, known)) or 'none'})"
+            )
+        return store
 
     def describe_store(self, namespace: str) -> str:
         store = self.config.store
@@ -155,7 +174,7 @@ def _learner(project: Project, store: DedupStore | None) -> Learner | None:
     return learner
 
 
-def _store_says(store: DedupStore, key: int, pending: set[int]) -> str:
+def _store_says(store: DedupStore, key: int, pending: set[int], start: bool) -> str:
     if key in pending:
         return (
             "in the frontier: an earlier run scheduled it and did not finish it (or it "
@@ -173,12 +192,40 @@ def _store_says(store: DedupStore, key: int, pending: set[int]) -> str:
         return "not seen: the next run fetches it"
     if info & REL_CANONICAL:
         return "declared its canonical URL by a fetched page: the next run skips it"
-    if info & PREVIOUS_RUN:
+    if info & PREVIOUS_RUN and start:
         return (
-            f"kept by an earlier run{named}: the next run skips it "
-            "(a start URL is fetched again, to find new links)"
+            f"kept by an earlier run{named}; it is one of the spider's start_urls, which "
+            "the next run fetches again, to find new links"
         )
+    if info & PREVIOUS_RUN:
+        return f"kept by an earlier run{named}: the next run skips it"
     return "seen in the run going on now"
+
+
+def _with_learned(entry: Explained, pending: set[int]) -> str | None:
+    """What the store says, once a learned rule that skips the URL is known."""
+    if entry.learned is not None and entry.key in pending:
+        return (
+            "in the frontier, skipped by the learned rule above while it holds "
+            "(fetched if the rule fails)"
+        )
+    if entry.learned is not None and entry.store and entry.store.startswith("not seen"):
+        return "not kept: the learned rule above skips it"
+    return entry.store
+
+
+def _explain_one(project: Project, url: str, learner: Learner | None) -> Explained:
+    """Why ``url`` has its key: the rules that made it, and a learned rule."""
+    key, canonical, mask, requested = project.keys.of_url_traced(url)
+    entry = Explained(url, key, canonical, unparsed=bool(mask & UNPARSED))
+    if requested != url:
+        entry.steps.append(("as Scrapy requests it", url, requested))
+    if not entry.unparsed:
+        entry.steps += _steps(project.config, requested)
+    skip = learner.check(canonical) if learner is not None else None
+    if skip is not None:
+        entry.learned = ([rule.name for rule in skip.rules], skip.copy_of)
+    return entry
 
 
 def explain(
@@ -192,69 +239,57 @@ def explain(
     store = project.open_store(namespace) if namespace is not None else None
     try:
         learner = _learner(project, store)
-        # (Read only: a tool's store hands the frontier to no crawl.)
-        pending = {key for key, _ in store.pending_requests()} if store is not None else set()
-        explained = []
-        for url in urls:
-            key, canonical, mask, requested = project.keys.of_url_traced(url)
-            entry = Explained(url, key, canonical, unparsed=bool(mask & UNPARSED))
-            if requested != url:
-                entry.steps.append(("as Scrapy requests it", url, requested))
-            if not entry.unparsed:
-                entry.steps += _steps(project.config, requested)
-            if learner is not None:
-                skip = learner.check(canonical)
-                if skip is not None:
-                    entry.learned = ([rule.name for rule in skip.rules], skip.copy_of)
-            if store is not None:
-                entry.store = _store_says(store, key, pending)
-                if entry.learned is not None and key in pending:
-                    entry.store = (
-                        "in the frontier, skipped by the learned rule above while it holds "
-                        "(fetched if the rule fails)"
-                    )
-                elif entry.learned is not None and entry.store.startswith("not seen"):
-                    entry.store = "not kept: the learned rule above skips it"
-            explained.append(entry)
+        explained = [_explain_one(project, url, learner) for url in urls]
+        if store is not None:
+            # (Read only: a tool's store hands the frontier to no crawl.)
+            pending = {key for key, _ in store.pending_requests()}
+            starts = {project.keys.of_url_traced(url)[0] for url in project.start_urls}
+            for entry in explained:
+                entry.store = _store_says(store, entry.key, pending, entry.key in starts)
+                entry.store = _with_learned(entry, pending)
         return explained
     finally:
         if store is not None:
             close_store(store)
 
 
-def format_explain(explained: list[Explained], *, learning: bool) -> str:
-    lines = []
-    for entry in explained:
-        lines.append(entry.url)
-        lines.append(f"  key: {entry.canonical} ({entry.key:016x})")
-        if entry.unparsed:
-            lines.append("  cannot be parsed: its key is the URL itself, stripped")
-        elif not entry.steps:
-            lines.append("  no rule changes it")
-        for rule, before, after in entry.steps:
-            lines.append(f"  {rule}: {before} -> {after}")
-        if entry.learned is not None:
-            rules, copy = entry.learned
-            lines.append(f"  learned rule {' and '.join(rules)}: a copy of {copy}, not fetched")
-        elif learning:
-            lines.append("  learned rules: none applies")
-        if entry.store is not None:
-            lines.append(f"  store: {entry.store}")
+def _format_entry(entry: Explained, *, learning: bool) -> list[str]:
+    lines = [entry.url, f"  key: {entry.canonical} ({entry.key:016x})"]
+    if entry.unparsed:
+        lines.append("  cannot be parsed: its key is the URL itself, stripped")
+    elif not entry.steps:
+        lines.append("  no rule changes it")
+    lines += [f"  {rule}: {before} -> {after}" for rule, before, after in entry.steps]
+    if entry.learned is not None:
+        rules, copy = entry.learned
+        lines.append(f"  learned rule {' and '.join(rules)}: a copy of {copy}, not fetched")
+    elif learning:
+        lines.append("  learned rules: none applies")
+    if entry.store is not None:
+        lines.append(f"  store: {entry.store}")
+    return lines
+
+
+def _format_groups(explained: list[Explained]) -> list[str]:
+    """Which of the URLs are one page (after a blank line), for several URLs."""
     groups: dict[int, list[str]] = {}
     for entry in explained:
         groups.setdefault(entry.key, []).append(entry.url)
     together = [urls for urls in groups.values() if len(urls) > 1]
-    if len(explained) > 1:
-        lines.append("")
-        if together:
-            lines.append("The same page (one key, fetched once):")
-            for urls in together:
-                lines.append(f"  {' = '.join(urls)}")
-            if len(groups) > len(together):
-                lines.append(f"{len(groups) - len(together)} other keys of their own")
-        else:
-            lines.append("Every URL has a key of its own.")
-    return "\n".join(lines)
+    if len(explained) < 2:
+        return []
+    if not together:
+        return ["", "Every URL has a key of its own."]
+    lines = ["", "The same page (one key, fetched once):"]
+    lines += [f"  {' = '.join(urls)}" for urls in together]
+    if len(groups) > len(together):
+        lines.append(f"{len(groups) - len(together)} other keys of their own")
+    return lines
+
+
+def format_explain(explained: list[Explained], *, learning: bool) -> str:
+    lines = [line for entry in explained for line in _format_entry(entry, learning=learning)]
+    return "\n".join(lines + _format_groups(explained))
 
 
 # -- stats ----------------------------------------------------------------------

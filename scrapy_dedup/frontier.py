@@ -33,6 +33,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
+from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.serialize import request_from_json, request_to_json
 from scrapy_dedup.state import CrawlState
 
@@ -82,6 +83,8 @@ class DedupFrontierMiddleware:
     dedup_records_pages = True
 
     def __init__(self, crawler: Crawler) -> None:
+        if not dedup_enabled(crawler.settings):
+            raise NotConfigured("DEDUP_ENABLED is False")
         self.crawler = crawler
         state = CrawlState.of(crawler)
         if not state.store.persistent:

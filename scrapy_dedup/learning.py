@@ -31,6 +31,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 
 from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.learn import Learner, Skip
 from scrapy_dedup.state import CrawlState
@@ -302,6 +303,8 @@ class LearnedRulesMiddleware:
     Only active with ``DEDUP_LEARN``."""
 
     def __init__(self, crawler: Crawler) -> None:
+        if not dedup_enabled(crawler.settings):
+            raise NotConfigured("DEDUP_ENABLED is False")
         state = CrawlState.of(crawler)
         learned = learned_rules(state)
         if learned is None:

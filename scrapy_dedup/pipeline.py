@@ -10,6 +10,7 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
+from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
@@ -45,6 +46,8 @@ class ContentDedupPipeline:
     """
 
     def __init__(self, crawler: Crawler) -> None:
+        if not dedup_enabled(crawler.settings):
+            raise NotConfigured("DEDUP_ENABLED is False")
         self.state = CrawlState.of(crawler)
         config = self.state.config
         if not config.content_enabled:

@@ -13,6 +13,7 @@ from scrapy.http import TextResponse
 from w3lib.encoding import html_body_declared_encoding, http_content_type_encoding, read_bom
 
 from scrapy_dedup._stats import StatsBuffer
+from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.html import judge, parse_link_header, read_head, resolve
 from scrapy_dedup.keys import REL_CANONICAL, url_info, url_key
 from scrapy_dedup.learning import learned_rules
@@ -53,6 +54,8 @@ class RelCanonicalMiddleware:
     """
 
     def __init__(self, crawler: Crawler) -> None:
+        if not dedup_enabled(crawler.settings):
+            raise NotConfigured("DEDUP_ENABLED is False")
         state = CrawlState.of(crawler)
         config = state.config
         if not config.canonical_enabled:

@@ -16,6 +16,7 @@ the last component that :meth:`attach`-ed to the state :meth:`detach`-es.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections import OrderedDict
@@ -32,7 +33,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.project import data_path
 from scrapy.utils.request import RequestFingerprinter
 
-from scrapy_dedup.config import DedupConfig
+from scrapy_dedup.config import DedupConfig, read_bool
 from scrapy_dedup.keys import RequestKeys
 from scrapy_dedup.stores import GuardedStore, StoreError, open_store, redact
 from scrapy_dedup.summary import CrawlSummary
@@ -90,6 +91,27 @@ def resolve_sqlite_path(uri: str) -> str:
     return f"sqlite:///{quote(base, safe='/')}/{relative}"
 
 
+def refuse(exc: BaseException, what: str) -> None:
+    """Log why the crawl cannot start in one ERROR line, and keep the
+    exception (raised on by the caller, so a script still gets it) from being
+    printed again: ``scrapy crawl`` then exits with status 1 after that one
+    line, not after asyncio's "Task exception was never retrieved" and two
+    tracebacks."""
+    logger.error("%s: %s", what, exc)
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop: the caller sees the exception
+        return
+    if task is not None:
+
+        def retrieve(done: asyncio.Task[Any]) -> None:
+            other = None if done.cancelled() else done.exception()
+            if other is not None and other is not exc:  # not ours: shown as asyncio would
+                logger.error("The crawl failed", exc_info=other)
+
+        task.add_done_callback(retrieve)
+
+
 def _records_pages(settings: Any) -> bool:
     """Whether an enabled spider middleware records pages once their outputs
     are out (``DedupFrontierMiddleware``, or a subclass)."""
@@ -110,7 +132,11 @@ class CrawlState:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = DedupConfig.from_settings(crawler.settings)
+        try:
+            self.config = DedupConfig.from_settings(crawler.settings)
+        except ValueError as exc:
+            refuse(exc, "Cannot start scrapy-dedup")
+            raise
         self.keys = RequestKeys(
             self.config.canonicalizer(), _custom_fingerprinter(crawler), Request
         )
@@ -164,7 +190,7 @@ class CrawlState:
         try:
             self.store.use_near(method)
         except StoreError as exc:
-            logger.error("Cannot use the dedup store: %s", exc)
+            refuse(exc, "Cannot use the dedup store")
             self.close()  # the crawl does not start: leave the run now
             raise
 
@@ -181,6 +207,9 @@ class CrawlState:
         self.namespace = str(namespace)
         frontier = _records_pages(self.crawler.settings)
         try:
+            # As deltafetch's -a deltafetch_reset=1: a spider argument, -a dedup_reset=1.
+            spider = self.crawler.spider
+            by_argument = read_bool("-a dedup_reset", getattr(spider, "dedup_reset", 0))
             store = open_store(
                 resolve_sqlite_path(config.store),
                 str(namespace),
@@ -192,13 +221,14 @@ class CrawlState:
                 # Where a Redis store notes that its namespace exists (a lost server).
                 state_dir=os.path.abspath(data_path(".", createdir=False)),
             )
-        except StoreError as exc:
+        except (StoreError, ValueError) as exc:
             # One line naming the store, not a traceback from deep inside Scrapy.
-            logger.error("Cannot open the dedup store: %s", exc)
+            refuse(exc, "Cannot open the dedup store")
             raise
-        if config.reset:
+        if config.reset or by_argument:
             logger.warning(
-                "DEDUP_RESET is set: forgetting namespace %r of %s",
+                "%s is set: forgetting namespace %r of %s",
+                "DEDUP_RESET" if config.reset else "-a dedup_reset",
                 namespace,
                 redact(config.store),
             )

@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
+from urllib.parse import urlsplit
 
 from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
 from scrapy_dedup.stores.compact import CompactMap
@@ -121,9 +122,39 @@ def open_store(
         return SqliteStore(
             path, namespace, persist="seen", resume="after_crash", **_taken(cls, options)
         )
-    return cls.from_uri(
-        uri.strip(), namespace, jobdir=jobdir, prefix=prefix, **_taken(cls.from_uri, options)
-    )
+    if f"{cls.__module__}.{cls.__qualname__}" == _REDIS:
+        _check_redis_uri(uri.strip())
+    try:
+        return cls.from_uri(
+            uri.strip(), namespace, jobdir=jobdir, prefix=prefix, **_taken(cls.from_uri, options)
+        )
+    except StoreError as exc:
+        if "DB index is out of range" not in str(exc):
+            raise
+        db = urlsplit(uri.strip()).path.strip("/")
+        raise StoreError(
+            f"DEDUP_STORE={redact(uri)!r}: database {db} does not exist on this server "
+            "(Redis has databases 0 to 15 unless its 'databases' setting says otherwise)"
+        ) from None
+
+
+def _check_redis_uri(uri: str) -> None:
+    """Refuse what redis-py would misread: a password with an ``@``, ``/``,
+    ``?`` or ``#`` not percent-encoded (the host would be read from inside
+    it), and a database that is not a number (redis-py uses 0)."""
+    parts = urlsplit(uri)
+    if "@" in parts.path + parts.query + parts.fragment:
+        raise ValueError(
+            f"DEDUP_STORE={redact(uri)!r}: its user name or password holds a character "
+            "a URI must percent-encode ('@', '/', '?', '#'): write it encoded, e.g. with "
+            "urllib.parse.quote(password, safe='')"
+        )
+    db = parts.path.strip("/")
+    if parts.scheme != "unix" and db and not db.isdigit():
+        raise ValueError(
+            f"DEDUP_STORE={redact(uri)!r}: the database must be a number, as in "
+            f"redis://localhost:6379/0, got {db!r}"
+        )
 
 
 def _taken(function: Any, options: dict[str, Any]) -> dict[str, Any]:

@@ -123,6 +123,12 @@ class DedupStore(ABC):
         (SQLite); ``None`` otherwise. For tools (``scrapy dedup explain``)."""
         return None
 
+    def namespace_exists(self) -> bool:
+        """Whether the namespace holds anything (a tool asks, so that a typo
+        is an error rather than an empty namespace). Stores that cannot tell
+        say yes."""
+        return True
+
     def inventory(self, top: int = 10) -> dict[str, Any]:
         """What the namespace holds, for ``scrapy dedup stats``: ``counts``
         (name -> number) and ``hosts`` (the ``top`` hosts of its kept URLs,
@@ -250,14 +256,24 @@ class DedupStore(ABC):
 
 
 def redact(uri: str) -> str:
-    """``uri`` with its password replaced, for messages and logs.
+    """``uri`` with its password replaced, for messages and logs: everything
+    between ``://`` and the last ``@`` (a user name before a ``:`` stays),
+    whatever a URI parser would make of a password that is not
+    percent-encoded.
 
     >>> redact("redis://:s3cret@cache:6379/0")
     'redis://:***@cache:6379/0'
     >>> redact("redis://user:p@ss@cache/0?password=x&db=1")
     'redis://user:***@cache/0?password=***&db=1'
+    >>> redact("redis://:p@ss:w/rd?x@host:6391/0")
+    'redis://:***@host:6391/0'
     """
-    uri = re.sub(r"(//[^/@:]*:)[^/]*@", r"\1***@", uri)  # up to the last "@" of the authority
+    scheme, sep, rest = uri.partition("://")
+    if sep and "@" in rest:
+        userinfo, _, host = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        shown = f"{user}:***" if colon and not set(user) & set("@/?#") else "***"
+        uri = f"{scheme}://{shown}@{host}"
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", uri, flags=re.IGNORECASE)
 
 

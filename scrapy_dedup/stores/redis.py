@@ -1169,6 +1169,31 @@ class RedisStore(DedupStore):
             with contextlib.suppress(*self._errors):
                 self.client.close()
 
+    # -- for tools -------------------------------------------------------------
+
+    def namespace_exists(self) -> bool:
+        """Whether any key of the namespace exists: its run notes (every
+        worker writes them), else URL keys, texts or the frontier of an older
+        version."""
+        if self._call("look for the namespace", self.client.exists, f"{self.base}:run"):
+            return True
+        base, hex2 = _glob(self.base), "[0-9a-f]" * 2
+        patterns = [f"{base}:u:{hex2}{hex2}", f"{base}:c:{hex2}", f"{base}:p:{hex2}"]
+        return any(
+            self._call("look for the namespace", self._first_key, pattern) is not None
+            for pattern in patterns
+        )
+
+    def namespaces(self) -> list[str]:
+        """The namespaces of this prefix that have run notes (for messages)."""
+        prefix = self.base[: -len(self.namespace) - 1]
+        pattern = f"{_glob(prefix)}:*:run"
+        names = self._call(
+            "list namespaces", lambda: list(self.client.scan_iter(match=pattern, count=1000))
+        )
+        start = len(prefix) + 1
+        return sorted({name.decode("utf-8", "replace")[start:-4] for name in names})
+
 
 def memory_usage(client: redis.Redis, pattern: str) -> int:
     """Bytes Redis reports (``MEMORY USAGE``) for the keys matching ``pattern``."""

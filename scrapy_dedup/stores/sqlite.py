@@ -338,16 +338,30 @@ class SqliteStore(MemoryStore):
         :meth:`_refuse_hard_links`)."""
         tag = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         # Not thread-local: a store opened on one thread may be closed on another.
-        lock = FileLock(f"{os.path.realpath(self.path)}.{tag}.lock", timeout=0, thread_local=False)
+        lock_path = f"{os.path.realpath(self.path)}.{tag}.lock"
+        lock = FileLock(lock_path, timeout=0, thread_local=False)
         try:
             lock.acquire()
         except Timeout as exc:
+            self._check_lock_file(lock_path)
             raise StoreError(
                 f"namespace {namespace!r} of {self.path} is in use by another process; "
                 "run one crawl per namespace at a time (DEDUP_NAMESPACE), or use Redis "
                 "to share state between processes"
             ) from exc
         self._lock_file = lock
+
+    def _check_lock_file(self, lock_path: str) -> None:
+        """Raise the OS's reason when the lock file cannot be made at all
+        (filelock reports that as a lock held elsewhere)."""
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create or open the dedup store {self.path} there: {exc.strerror} "
+                f"({lock_path}); name a file in a directory this user can write"
+            ) from None
+        os.close(fd)
 
     def _refuse_hard_links(self) -> None:
         """Refuse a file with several hard links. SQLite keeps a file's
