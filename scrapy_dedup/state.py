@@ -186,6 +186,7 @@ class CrawlState:
                 classes=config.store_classes,
                 recrawl_after=config.recrawl_after,
                 timeout=config.store_timeout,
+                lease=config.redis_lease,
             )
         except StoreError as exc:
             # One line naming the store, not a traceback from deep inside Scrapy.

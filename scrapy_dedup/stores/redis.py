@@ -59,6 +59,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores.base import (
     FILED_LIMIT,
+    Adoption,
     DedupStore,
     StoreError,
     redact,
@@ -137,6 +138,22 @@ if run == tonumber(ARGV[1]) then
 end
 return {run, 0}
 """
+# Adopt the frontier rows (set KEYS[3]) of worker ARGV[1], whose lease
+# KEYS[2] ran out, for the worker whose lease KEYS[5] holds (rows: KEYS[4]);
+# take it off the run's workers (KEYS[1]). Answer the rows' keys, or nil while
+# its lease holds (or the caller's does not). One script: a row moves once.
+_ADOPT = """
+if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[5]) == 0 then
+  return false
+end
+local rows = redis.call('SMEMBERS', KEYS[3])
+if #rows > 0 then
+  redis.call('SUNIONSTORE', KEYS[4], KEYS[4], KEYS[3])
+  redis.call('DEL', KEYS[3])
+end
+redis.call('SREM', KEYS[1], ARGV[1])
+return rows
+"""
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
 _SLOTS = [bytes([slot]) for slot in range(8)]
@@ -175,6 +192,7 @@ class RedisStore(DedupStore):
         recrawl_after: float | None = None,
         worker: str | None = None,
         join: bool = True,
+        lease: float | None = None,
     ) -> None:
         import redis
         from redis.exceptions import RedisClusterException
@@ -203,6 +221,11 @@ class RedisStore(DedupStore):
         self._counts = {"kept": 0, "texts": 0}
         self._holding: list[tuple[str, bytes, bytes, bytes]] | None = None
         self._kept = CompactMap()  # keys kept by this process in this run
+        # Leases (see keep_lease): seconds a lease lasts, whether this worker
+        # holds one, and adopted keys add_url lets through once.
+        self.lease = lease
+        self._leased = False
+        self._adopted: set[int] = set()
         self.worker = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
         pool = getattr(client, "connection_pool", None)
         if pool is not None and pool.connection_kwargs.get("client_name") != self.worker:
@@ -216,6 +239,7 @@ class RedisStore(DedupStore):
             self._add_text = client.register_script(_ADD_TEXT)
             self._unclaim = client.register_script(_UNCLAIM)
             self._new_run = client.register_script(_NEW_RUN)
+            self._adopt = client.register_script(_ADOPT)
             self._join(join)
         except self._errors as exc:
             # Our message says it all: no chained redis-py traceback in the log.
@@ -232,6 +256,7 @@ class RedisStore(DedupStore):
         timeout: float = 0.5,
         recrawl_after: float | None = None,
         join: bool = True,
+        lease: float | None = None,
     ) -> RedisStore:
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
         ``redis+cluster://`` (``rediss+cluster://``) URIs, which must name
@@ -283,6 +308,7 @@ class RedisStore(DedupStore):
             recrawl_after=recrawl_after,
             worker=worker,
             join=join,
+            lease=lease,
         )
 
     def ping(self) -> None:
@@ -375,6 +401,10 @@ class RedisStore(DedupStore):
         return None if first is None else found
 
     def add_url(self, key: int, info: int) -> int | None:
+        if key in self._adopted:  # seen by a worker that died before it was done
+            self._adopted.discard(key)
+            self._known.setdefault(key, info)
+            return None
         known = self._known.get(key)
         if known is not None:
             return known
@@ -560,11 +590,174 @@ class RedisStore(DedupStore):
             return []
         names = self._pending_names()
         found = self._pipe("read the frontier", lambda p: [p.hgetall(n) for n in names])
-        return [
+        restored = [
             (int.from_bytes(field, "little"), value.decode("utf-8", "surrogatepass"))
             for rows in found
             for field, value in rows.items()
         ]
+        self._own_restored([key for key, _ in restored])
+        return restored
+
+    # -- leases ---------------------------------------------------------------
+    #
+    # A worker that crawls holds a lease, P:w:{<tag>}:<run>:<worker>:lease, a
+    # key that expires DEDUP_REDIS_LEASE seconds after its last renewal, and
+    # owns the frontier rows it wrote (the set ...:<worker>:rows, beside the
+    # run's workers, the set P:w:{<tag>}:<run>). The hash tag keeps a run's
+    # lease keys on one cluster node, so one script moves the rows of a worker
+    # whose lease ran out to a live worker: each row goes to one adopter.
+
+    @property
+    def lease_interval(self) -> float | None:  # type: ignore[override]
+        """Seconds between renewals (a quarter of the lease), for a worker of a run."""
+        return self.lease / 4 if self.lease and self._join_run else None
+
+    def _lease_base(self, run: int | None = None) -> str:
+        """The set of a run's workers; the prefix of their lease keys."""
+        return f"{self.base}:w:{{{_tag(self.base)}}}:{self.run if run is None else run}"
+
+    def _lease_key(self, worker: str, run: int | None = None) -> str:
+        return f"{self._lease_base(run)}:{worker}:lease"
+
+    def _rows_key(self, worker: str, run: int | None = None) -> str:
+        return f"{self._lease_base(run)}:{worker}:rows"
+
+    def keep_lease(self) -> None:
+        """Take or renew this worker's lease. A renewal that finds it ran out
+        (the reactor or Redis stalled longer than the lease) says so: other
+        workers may have adopted requests this one still crawls."""
+        if self.lease_interval is None:
+            return
+        lease, ttl = self._lease_key(self.worker), max(1, int(self.lease * 1000))  # type: ignore[operator]
+
+        def renew(pipe: Any) -> None:
+            pipe.pttl(lease)
+            pipe.set(lease, b"1", px=ttl)
+            pipe.sadd(self._lease_base(), self.worker)
+
+        left = self._pipe("renew the worker's lease", renew)[0]
+        if not self._leased:
+            self._leased = True
+            if self.new_run:
+                self._drop_leases(self.run - 1)
+        elif left == -2:
+            logger.warning(
+                "This worker's lease in %s ran out (it could not renew it for "
+                "DEDUP_REDIS_LEASE=%s s): other workers may have adopted requests it "
+                "still crawls, which are then fetched twice",
+                self.uri,
+                self.lease,
+            )
+
+    def _drop_leases(self, run: int) -> None:
+        """Delete the lease keys of an earlier run (this worker restored its frontier)."""
+        if run < 1:
+            return
+        base = self._lease_base(run)
+        workers = self._call("read the last run's workers", self.client.smembers, base)
+
+        def drop(pipe: Any) -> None:
+            for worker in workers:
+                name = worker.decode("utf-8", "replace")
+                pipe.delete(self._lease_key(name, run))
+                pipe.delete(self._rows_key(name, run))
+            pipe.delete(base)
+
+        self._pipe("forget the last run's leases", drop)
+
+    def release_lease(self) -> None:
+        """Give the lease up (the worker stops): rows it leaves are adopted
+        by the workers still crawling at their next check."""
+        if self._leased:
+            self._leased = False
+            self._call(
+                "release the worker's lease", self.client.delete, self._lease_key(self.worker)
+            )
+
+    def _own_rows(self, pipe: Any, keys: Iterable[int]) -> None:
+        """Record new frontier rows as this worker's (before the rows: a key
+        without its row is dropped by an adopter, a row without its owner
+        would wait for the next run)."""
+        if self._leased and keys:
+            pipe.sadd(self._rows_key(self.worker), *(key.to_bytes(8, "little") for key in keys))
+            pipe.sadd(self._lease_base(), self.worker)  # it may have been adopted meanwhile
+
+    def _disown_rows(self, pipe: Any, keys: Iterable[int]) -> None:
+        if self._leased and keys:
+            pipe.srem(self._rows_key(self.worker), *(key.to_bytes(8, "little") for key in keys))
+
+    def _own_restored(self, keys: list[int]) -> None:
+        """The worker that starts a run owns the rows it restores."""
+        if not self._leased or not keys:
+            return
+        name = self._rows_key(self.worker)
+        chunks = [keys[i : i + 10_000] for i in range(0, len(keys), 10_000)]
+        self._pipe(
+            "own the restored frontier",
+            lambda p: [p.sadd(name, *(k.to_bytes(8, "little") for k in c)) for c in chunks],
+        )
+
+    def adopt(self) -> list[Adoption]:
+        """Take over the rows of the workers of this run whose lease ran out."""
+        if not self._leased:
+            return []
+        base = self._lease_base()
+        names = self._call("read the run's workers", self.client.smembers, base)
+        others = sorted(n.decode("utf-8", "replace") for n in names)
+        others = [name for name in others if name != self.worker]
+        if not others:
+            return []
+        alive = self._pipe(
+            "read the workers' leases", lambda p: [p.exists(self._lease_key(w)) for w in others]
+        )
+        mine = [base, self._rows_key(self.worker), self._lease_key(self.worker)]
+        adoptions = []
+        for worker, live in zip(others, alive, strict=True):
+            if live:
+                continue
+            # Not retried after a lost reply (_call would): the rows would be
+            # ours already, and a second try would answer none of them.
+            try:
+                keys = self._adopt(
+                    keys=[base, self._lease_key(worker), self._rows_key(worker), *mine[1:]],
+                    args=[worker],
+                )
+            except self._errors as exc:
+                raise StoreError(f"dedup store {self.uri} failed to adopt rows: {exc}") from exc
+            if keys:
+                adoptions.append(Adoption(worker, self._adopted_rows(keys)))
+        return adoptions
+
+    def _adopted_rows(self, fields: list[bytes]) -> list[tuple[int, str]]:
+        """The rows of adopted keys; keys whose row is gone (done) are dropped."""
+        slots = [self._pending_slot(int.from_bytes(field, "little")) for field in fields]
+        texts = self._pipe("read adopted rows", lambda p: [p.hget(*slot) for slot in slots])
+        gone = [field for field, text in zip(fields, texts, strict=True) if text is None]
+        if gone:
+            self._call("drop done rows", self.client.srem, self._rows_key(self.worker), *gone)
+        return [
+            (int.from_bytes(field, "little"), text.decode("utf-8", "surrogatepass"))
+            for field, text in zip(fields, texts, strict=True)
+            if text is not None
+        ]
+
+    def readmit(self, key: int) -> None:
+        self._adopted.add(key)
+
+    def awaiting_adoption(self) -> bool:
+        """Whether a worker of this run left rows and is no longer connected
+        (killed, or stopped) while its lease still holds."""
+        if not self._leased:
+            return False
+        names = self._call("read the run's workers", self.client.smembers, self._lease_base())
+        others = {n.decode("utf-8", "replace") for n in names} - {self.worker}
+        gone = sorted(others - set(self._peers())) if others else []
+        if not gone:
+            return False
+        sizes = self._pipe(
+            "count the rows of gone workers", lambda p: [p.scard(self._rows_key(w)) for w in gone]
+        )
+        return any(sizes)
 
     def _due(self) -> None:
         if self.flush_due is not None:
@@ -581,6 +774,7 @@ class RedisStore(DedupStore):
             adds = self._adds
 
             def frontier(pipe: Any) -> None:
+                self._own_rows(pipe, adds)
                 for key, request in adds.items():
                     pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
 
@@ -595,6 +789,7 @@ class RedisStore(DedupStore):
                 pipe.hset(*self._slot("u", key), value)
             for key in self._dones:
                 pipe.hdel(*self._pending_slot(key))
+            self._disown_rows(pipe, self._dones)
             for name, digest, url in self._confirms:
                 pipe.hset(name, digest, url)
             for name, n in counts.items():
@@ -928,6 +1123,7 @@ class RedisStore(DedupStore):
     def close(self) -> None:
         try:
             self.flush()
+            self.release_lease()
             self._call("leave the run", self.client.hdel, self._run_key, f"w:{self.worker}")
         finally:
             with contextlib.suppress(*self._errors):
