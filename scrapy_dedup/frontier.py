@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 #: Meta keys this middleware sets on restored requests; a page that copies its
 #: meta into the requests it yields (``meta=response.meta``) does not pass them on.
-_OWN_META = ("dedup_restored", "dedup_attempts", "dedup_failed")
+_OWN_META = ("dedup_restored", "dedup_attempts", "dedup_failed", "dedup_adopted")
 
 
 @dataclass
@@ -139,6 +139,7 @@ class DedupFrontierMiddleware:
                 continue
             meta = {**request.meta, "dedup_restored": True}
             meta.pop("dedup_failed", None)
+            meta.pop("dedup_adopted", None)  # adopted in an earlier run: restored now
             request = request.replace(dont_filter=False, meta=meta)
             new_key = self.keys.compute(request).key
             if new_key != key:
@@ -188,15 +189,18 @@ class DedupFrontierMiddleware:
             assert response.request is not None
             key = self.keys.of(response.request).key
             page = self._pages[id(response)] = _Page(key, response=response)
+        adopted = response.request is not None and response.request.meta.get("dedup_adopted")
         try:
             async for output in result:
                 page.outstanding += 1
                 page.yielded += 1
                 if isinstance(output, Request):
                     self._requests[id(output)] = (output, page)
-                    if "dedup_restored" in output.meta:  # meta=response.meta
+                    if "dedup_restored" in output.meta or adopted:  # meta=response.meta
                         for name in _OWN_META:
                             output.meta.pop(name, None)
+                    if adopted and not output.dont_filter:
+                        self._readmit_link(output)
                 yield output
         except Exception:
             # A failed callback: the page stays in the frontier, fetched again next run.
@@ -319,6 +323,7 @@ class DedupFrontierMiddleware:
                 continue
             meta = dict(request.meta)
             meta.pop("dedup_restored", None)  # counted once per run, by the worker that died
+            meta["dedup_adopted"] = True
             request = request.replace(dont_filter=False, meta=meta)
             self.store.readmit(self.keys.compute(request).key)
             requests.append(request)
@@ -335,6 +340,13 @@ class DedupFrontierMiddleware:
         for request in requests:
             self.crawler.engine.crawl(request)
         return len(requests)
+
+    def _readmit_link(self, request: Request) -> None:
+        """A link of an adopted page: the worker that died may have seen it
+        (its key is taken in this run) and died before its frontier row was
+        written. Unless it is done for good (kept) or waits in a frontier row,
+        it is let through once: a page fetched twice, rather than one lost."""
+        self.store.readmit_link(self.keys.compute(request).key)
 
     def _idle(self) -> None:
         # A worker gone while its lease still holds may leave requests for

@@ -174,3 +174,27 @@ def test_two_live_workers_racing_adopt_a_dead_workers_rows_at_most_once(
     taken = [key for adoption in alive[1 - winner].adopt() for key, _ in adoption.rows]
     assert sorted(taken) == sorted(adopted[winner])
     alive[1 - winner].close()
+
+
+def test_an_adopted_page_s_link_seen_by_the_dead_worker_without_a_row_is_let_through_once(
+    redis_url: str, redis_prefix: str
+) -> None:
+    namespace = f"links-{uuid.uuid4().hex[:8]}"
+    dead = _store(redis_url, namespace, redis_prefix, lease=30)
+    alive = _store(redis_url, namespace, redis_prefix, lease=30)
+    lost, waiting, kept = 1 << 50, 2 << 50, 3 << 50
+    # The worker that died saw three links: one it kept, one waiting in its
+    # frontier, one whose row it never wrote (killed in that reactor turn).
+    for key in (lost, waiting, kept):
+        assert dead.add_url(key, 7) is None
+    dead.add_pending(waiting, '{"url": "https://a.test/waiting"}')
+    dead.keep_url(kept, 7)
+    dead.flush()
+    for key in (lost, waiting, kept):
+        alive.readmit_link(key)
+    assert alive.add_url(lost, 7) is None  # let through: it would be lost
+    assert alive.add_url(lost, 7) == 7  # once
+    assert alive.add_url(waiting, 7) == 7  # its row is adopted, crawled from there
+    assert alive.add_url(kept, 7) == 7  # done for good
+    dead.close()
+    alive.close()

@@ -238,6 +238,11 @@ class DedupStore(ABC):
         """The next :meth:`add_url` of ``key`` answers ``None`` (once): an
         adopted request, seen by the worker that died but never done."""
 
+    def readmit_link(self, key: int) -> None:
+        """:meth:`readmit` ``key`` (a link of an adopted page) if it was seen
+        in this run but is neither kept nor waiting in a frontier row: the
+        worker that died may have seen it and died before writing its row."""
+
     def awaiting_adoption(self) -> bool:
         """Whether a worker of this run is gone while its lease still holds
         and it left rows: they can be adopted once the lease runs out."""

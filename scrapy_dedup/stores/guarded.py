@@ -274,6 +274,9 @@ class GuardedStore(DedupStore):
     def readmit(self, key: int) -> None:
         self.store.readmit(key)
 
+    def readmit_link(self, key: int) -> None:
+        self._guard(self.store.readmit_link, self._local.readmit_link, key)
+
     def awaiting_adoption(self) -> bool:
         return self._guard(self.store.awaiting_adoption, self._local.awaiting_adoption)
 

@@ -744,6 +744,21 @@ class RedisStore(DedupStore):
     def readmit(self, key: int) -> None:
         self._adopted.add(key)
 
+    def readmit_link(self, key: int) -> None:
+        if key in self._kept:
+            return
+        slot = self._slot("u", key)
+        value, pending = self._pipe(
+            "read a link of an adopted page",
+            lambda p: (p.hget(*slot), p.hexists(*self._pending_slot(key))),
+        )
+        if value is None or pending:
+            return  # new: the filter lets it through anyway; or a worker has it
+        _, _, rest = value.partition(b":")
+        run, _, kept = rest.partition(b":")
+        if run == self._run_bytes and not kept:  # seen in this run, never done for good
+            self._adopted.add(key)
+
     def awaiting_adoption(self) -> bool:
         """Whether a worker of this run left rows and is no longer connected
         (killed, or stopped) while its lease still holds."""
@@ -1091,6 +1106,7 @@ class RedisStore(DedupStore):
         if not urls_only:
             patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}{hex2}"]
             patterns += [f"{base}:p:{hex2}", f"{base}:learn"]
+            patterns.append(f"{base}:w:{{{_tag(self.base)}}}:*")  # leases, rows' owners
             self._adds.clear()
             self._dones.clear()
             self._keeps.clear()
