@@ -221,6 +221,8 @@ class DedupFrontierMiddleware:
 
     def _reached_downloader(self, request: Request) -> None:
         key = self.keys.of(request).key
+        if self._tending is not None:
+            self.store.own_row(key)  # adopted from this worker if it dies now
         unsent = self.state.unsent
         if key in unsent:
             unsent[key] -= 1

@@ -45,7 +45,7 @@ def _lists_site(delay: float) -> tuple[dict[str, Route], dict[str, str]]:
             time.sleep(delay),
             page(f"List {n}", *links),
         )[1]
-    routes["/"] = lambda q: page("News", *(f"/list/{n}" for n in range(1, LISTS + 1)))
+    routes["/"] = lambda q: page("News")  # the lists are the seeds
     return routes, content
 
 
@@ -64,9 +64,10 @@ def _workers_connected(url: str, count: int) -> bool:
     return sum(1 for name in names if name.startswith("dedup-")) >= count
 
 
+@pytest.mark.parametrize("queue", ["own", "scrapy-redis"])
 @pytest.mark.filterwarnings("ignore::scrapy.exceptions.ScrapyDeprecationWarning")
 def test_a_worker_killed_mid_crawl_loses_nothing_the_others_adopt_its_frontier(
-    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path, queue: str
 ) -> None:
     routes, content = _lists_site(delay=0.15)
     fresh_site.routes.update(routes)
@@ -81,13 +82,22 @@ def test_a_worker_killed_mid_crawl_loses_nothing_the_others_adopt_its_frontier(
         # has nothing left waits here, and the pages of the killed one are lost.
         "WORKER_MIN_SECONDS": 6,
     }
-    # Every worker starts from the lists: each list goes to whichever asks first.
-    start = ",".join(
-        fresh_site.url(path, host="127.0.0.1")
-        for path in ["/", *(f"/list/{n}" for n in range(1, LISTS + 1))]
-    )
+    lists = [fresh_site.url(f"/list/{n}", host="127.0.0.1") for n in range(1, LISTS + 1)]
+    if queue == "own":
+        # Each worker its own queue (Scrapy's scheduler), seeded with its share of the lists.
+        starts = [",".join(lists[n::3]) for n in range(3)]
+    else:
+        # One queue in Redis: the killed worker loses the requests in its hands.
+        settings |= {
+            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "REDIS_URL": redis_url,
+            "SCHEDULER_QUEUE_KEY": f"{redis_prefix}:%(spider)s:requests",
+            "SCHEDULER_PERSIST": True,
+            "SCHEDULER_IDLE_BEFORE_CLOSE": 0,
+        }
+        starts = [",".join(lists)] * 3
     files = [tmp_path / f"items-{n}.jsonl" for n in range(3)]
-    procs = [_worker(settings, start, f) for f in files]
+    procs = [_worker(settings, start, f) for start, f in zip(starts, files, strict=True)]
     # Each worker records its items as they come: kill the busiest one, once
     # all three are in the run and it has kept a few pages (most are still to come).
     deadline = time.monotonic() + 90
@@ -118,7 +128,10 @@ def test_a_worker_killed_mid_crawl_loses_nothing_the_others_adopt_its_frontier(
     # wrote before the kill) and the two survivors: nothing lost, nothing doubled.
     missing = sorted(set(content.values()) - set(names))
     doubled = sorted(name for name in set(names) if names.count(name) > 1)
-    assert (missing, doubled) == ([], []), "\n".join(logs.values())
+    assert (missing, doubled) == ([], []), (
+        f"{len(missing)} pages lost, {len(doubled)} doubled (killed worker had "
+        f"{killed_with} items)\n" + "\n".join(logs.values())
+    )
     # A survivor adopted the killed worker's unfinished requests, and says so.
     assert any("Adopted" in log and "lease expired" in log for log in logs.values())
     assert any("'dedup/frontier/adopted'" in log for log in logs.values())

@@ -229,6 +229,11 @@ class DedupStore(ABC):
     def release_lease(self) -> None:
         """Give the lease up: the worker stops, its rows are adopted at once."""
 
+    def own_row(self, key: int) -> None:
+        """This worker fetches the request of ``key``: its row is adopted from
+        this worker if it dies (under a shared queue, such as scrapy-redis's,
+        another worker may have scheduled it)."""
+
     def adopt(self) -> list[Adoption]:
         """Take over the frontier rows of the workers of this run whose lease
         ran out; each row is given to one caller only."""

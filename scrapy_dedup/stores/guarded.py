@@ -268,6 +268,9 @@ class GuardedStore(DedupStore):
     def release_lease(self) -> None:
         self._durable(self.store.release_lease)
 
+    def own_row(self, key: int) -> None:
+        self._durable(lambda: self.store.own_row(key))
+
     def adopt(self) -> list[Adoption]:
         return self._guard(self.store.adopt, self._local.adopt)
 

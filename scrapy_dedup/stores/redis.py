@@ -226,6 +226,7 @@ class RedisStore(DedupStore):
         self.lease = lease
         self._leased = False
         self._adopted: set[int] = set()
+        self._owning: set[int] = set()  # rows of requests this worker fetches (own_row)
         self.worker = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
         pool = getattr(client, "connection_pool", None)
         if pool is not None and pool.connection_kwargs.get("client_name") != self.worker:
@@ -682,6 +683,11 @@ class RedisStore(DedupStore):
             pipe.sadd(self._rows_key(self.worker), *(key.to_bytes(8, "little") for key in keys))
             pipe.sadd(self._lease_base(), self.worker)  # it may have been adopted meanwhile
 
+    def own_row(self, key: int) -> None:
+        if self._leased:
+            self._owning.add(key)
+            self._due()
+
     def _disown_rows(self, pipe: Any, keys: Iterable[int]) -> None:
         if self._leased and keys:
             pipe.srem(self._rows_key(self.worker), *(key.to_bytes(8, "little") for key in keys))
@@ -785,16 +791,17 @@ class RedisStore(DedupStore):
         pages, finished requests, confirmed texts and counters (a kill -9
         between the two leaves rows for requests already done, which the
         next run fetches once more, never a kept page whose links are lost)."""
-        if self._adds:
+        if self._adds or self._owning:
             adds = self._adds
 
             def frontier(pipe: Any) -> None:
-                self._own_rows(pipe, adds)
+                self._own_rows(pipe, [*adds, *self._owning])
                 for key, request in adds.items():
                     pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
 
             self._pipe("write the frontier", frontier)
             self._adds = {}
+            self._owning.clear()
         counts = {name: n for name, n in self._counts.items() if n}
         if not (self._keeps or self._dones or self._confirms or counts):
             return
