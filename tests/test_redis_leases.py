@@ -137,17 +137,30 @@ def test_a_worker_killed_mid_crawl_loses_nothing_the_others_adopt_its_frontier(
     assert any("'dedup/frontier/adopted'" in log for log in logs.values())
 
 
+def _die(store: RedisStore) -> None:
+    """Close every connection of ``store``, as a kill -9 of its process would
+    (``RedisCluster.close`` leaves its nodes' connections open)."""
+    if hasattr(store.client, "get_nodes"):
+        for node in store.client.get_nodes():
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+    store.client.close()
+
+
 def _store(url: str, namespace: str, prefix: str, lease: float) -> RedisStore:
     store = RedisStore.from_uri(url, namespace, prefix=prefix, lease=lease)
     store.flush_due = None
     return store
 
 
+@pytest.mark.parametrize("server", ["redis", "cluster"])
 def test_two_live_workers_racing_adopt_a_dead_workers_rows_at_most_once(
-    redis_url: str, redis_prefix: str
+    request: pytest.FixtureRequest, redis_prefix: str, server: str
 ) -> None:
+    # On a cluster too: a run's lease keys share one hash slot, so one script moves the rows.
+    redis_url = request.getfixturevalue("redis_url" if server == "redis" else "redis_cluster_url")
     namespace = f"race-{uuid.uuid4().hex[:8]}"
-    dead = _store(redis_url, namespace, redis_prefix, lease=0.5)
+    dead = _store(redis_url, namespace, redis_prefix, lease=60)
     dead.keep_lease()
     rows = {key: f'{{"url": "https://a.test/{key}"}}' for key in range(1, 2001)}
     for key, text in rows.items():
@@ -157,11 +170,15 @@ def test_two_live_workers_racing_adopt_a_dead_workers_rows_at_most_once(
     assert {store.run for store in alive} == {dead.run}  # all three in one run
     for store in alive:
         store.keep_lease()
-    # Killed: its connections close, its lease runs out in 0.5 s.
-    dead.client.close()
-    assert not any(store.adopt() for store in alive)  # its lease still holds
+    # Killed: its connections close; its lease holds for a minute.
+    lease = dead._lease_key(dead.worker)
+    _die(dead)
+    assert not any(store.adopt() for store in alive)
     assert all(store.awaiting_adoption() for store in alive)
-    time.sleep(0.6)
+    # ...until it runs out (made to now, not in a minute).
+    alive[0].client.pexpire(lease, 1)
+    while alive[0].client.exists(lease):
+        time.sleep(0.01)
     found: list[list[Any]] = [[], []]
     ready = threading.Barrier(2)
 
@@ -183,7 +200,7 @@ def test_two_live_workers_racing_adopt_a_dead_workers_rows_at_most_once(
     # The rows are the adopter's now: when it dies, the other one adopts them.
     winner = 0 if adopted[0] else 1
     alive[winner].release_lease()
-    alive[winner].client.close()
+    _die(alive[winner])
     taken = [key for adoption in alive[1 - winner].adopt() for key, _ in adoption.rows]
     assert sorted(taken) == sorted(adopted[winner])
     alive[1 - winner].close()
