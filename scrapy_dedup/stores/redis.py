@@ -627,9 +627,9 @@ class RedisStore(DedupStore):
         """Take or renew this worker's lease. A renewal that finds it ran out
         (the reactor or Redis stalled longer than the lease) says so: other
         workers may have adopted requests this one still crawls."""
-        if self.lease_interval is None:
+        if self.lease_interval is None or self.lease is None:
             return
-        lease, ttl = self._lease_key(self.worker), max(1, int(self.lease * 1000))  # type: ignore[operator]
+        lease, ttl = self._lease_key(self.worker), max(1, int(self.lease * 1000))
 
         def renew(pipe: Any) -> None:
             pipe.pttl(lease)
@@ -684,9 +684,10 @@ class RedisStore(DedupStore):
             pipe.sadd(self._lease_base(), self.worker)  # it may have been adopted meanwhile
 
     def own_row(self, key: int) -> None:
+        # Written with the next batch of writes (each response brings some),
+        # never in a round trip of its own.
         if self._leased:
             self._owning.add(key)
-            self._due()
 
     def _disown_rows(self, pipe: Any, keys: Iterable[int]) -> None:
         if self._leased and keys:
@@ -791,7 +792,7 @@ class RedisStore(DedupStore):
         pages, finished requests, confirmed texts and counters (a kill -9
         between the two leaves rows for requests already done, which the
         next run fetches once more, never a kept page whose links are lost)."""
-        if self._adds or self._owning:
+        if self._adds:
             adds = self._adds
 
             def frontier(pipe: Any) -> None:
@@ -807,6 +808,7 @@ class RedisStore(DedupStore):
             return
 
         def records(pipe: Any) -> None:
+            self._own_rows(pipe, self._owning)  # before the done rows: they may be among them
             for key, value in self._keeps.items():
                 pipe.hset(*self._slot("u", key), value)
             for key in self._dones:
@@ -818,6 +820,7 @@ class RedisStore(DedupStore):
                 pipe.hincrby(self._run_key, name, n)
 
         self._pipe("record kept pages", records)
+        self._owning.clear()
         self._keeps.clear()
         self._dones.clear()
         self._confirms.clear()
