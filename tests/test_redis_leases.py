@@ -228,3 +228,39 @@ def test_an_adopted_page_s_link_seen_by_the_dead_worker_without_a_row_is_let_thr
     assert alive.add_url(kept, 7) == 7  # done for good
     dead.close()
     alive.close()
+
+
+def test_a_text_claimed_by_a_worker_killed_before_its_item_came_out_is_taken_over(
+    redis_url: str, redis_prefix: str
+) -> None:
+    namespace = f"claims-{uuid.uuid4().hex[:8]}"
+    dead, alive = (_store(redis_url, namespace, redis_prefix, lease=60) for _ in range(2))
+    other = _store(redis_url, namespace, redis_prefix, lease=60)
+    for store in (dead, alive, other):
+        store.keep_lease()
+    page, text = "https://a.test/story", b"d" * 16
+    with dead.hold():  # its item enters the pipelines: the text is claimed...
+        assert dead.add_content(text, page) is None
+    # ...while it lives, the claim holds: its item is on its way.
+    assert other.get_content(text) == page
+    with other.hold():
+        assert other.add_content(text, "https://a.test/copy") == page
+    # Killed before the item came out; its lease runs out, its page is adopted
+    # and fetched again: the adopter's item is kept, not dropped for a claim
+    # whose item never came out.
+    lease = dead._lease_key(dead.worker)
+    _die(dead)
+    alive.client.pexpire(lease, 1)
+    while alive.client.exists(lease):
+        time.sleep(0.01)
+    assert alive.get_content(text) is None
+    with alive.hold() as held:
+        assert alive.add_content(text, page) is None
+    assert other.get_content(text) == page  # the adopter's claim, alive
+    with other.hold():
+        assert other.add_content(text, "https://a.test/copy") == page  # taken once
+    alive.release(held)
+    alive.flush()
+    assert other.get_content(text) == page
+    alive.close()
+    other.close()

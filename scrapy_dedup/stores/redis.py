@@ -112,9 +112,11 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return false
 """
-# A text digest: a kept item's URL, or "\0<run>\0<URL>" while the item is on
-# its way through the pipelines. An unconfirmed claim of an earlier run (that
-# worker was killed before the item came out) counts for nothing.
+# A text digest: a kept item's URL, or "\0<run>\0<URL>" ("\0<worker>" after
+# it, for a worker holding a lease) while the item is on its way through the
+# pipelines. An unconfirmed claim of an earlier run (that worker was killed
+# before the item came out) counts for nothing; one of this run, once its
+# worker's lease ran out (RedisStore._take_dead_claim).
 _ADD_TEXT = """
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if v then
@@ -153,6 +155,14 @@ if #rows > 0 then
 end
 redis.call('SREM', KEYS[1], ARGV[1])
 return rows
+"""
+# Replace field ARGV[1]'s value ARGV[2] with ARGV[3]: 1 if it holds ARGV[3] now.
+_SWAP = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v == ARGV[3] then return 1 end
+if v ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
 """
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
@@ -241,6 +251,7 @@ class RedisStore(DedupStore):
             self._unclaim = client.register_script(_UNCLAIM)
             self._new_run = client.register_script(_NEW_RUN)
             self._adopt = client.register_script(_ADOPT)
+            self._swap = client.register_script(_SWAP)
             self._join(join)
         except self._errors as exc:
             # Our message says it all: no chained redis-py traceback in the log.
@@ -748,6 +759,33 @@ class RedisStore(DedupStore):
             if text is not None
         ]
 
+    def _take_dead_claim(
+        self, name: str, digest: bytes, claim: bytes, value: bytes
+    ) -> bytes | None:
+        """A text claimed in this run by a worker whose lease ran out: its
+        item may never have come out (killed in its pipelines), and the page
+        is adopted and fetched again. Take the claim over (``None``), as a
+        later run would: an item out in both rather than in none. Else
+        ``claim``: a live worker's item on its way."""
+        if not self._claimed_by_the_dead(claim):
+            return claim
+        swapped = self._call(
+            "take over a text claim", self._swap, keys=[name], args=[digest, claim, value]
+        )
+        return None if swapped else claim
+
+    def _claimed_by_the_dead(self, claim: bytes) -> bool:
+        """Whether ``claim`` ("\0<run>\0<URL>\0<worker>") was made in this run
+        by another worker whose lease ran out."""
+        parts = claim.split(b"\0", 3)
+        if not self._leased or len(parts) < 4 or parts[1] != self._run_bytes:
+            return False
+        worker = parts[3].decode("utf-8", "replace")
+        if worker == self.worker:
+            return False
+        lease = self._lease_key(worker)
+        return not self._call("read a worker's lease", self.client.exists, lease)
+
     def readmit(self, key: int) -> None:
         self._adopted.add(key)
 
@@ -893,6 +931,8 @@ class RedisStore(DedupStore):
         )
         if value is None or (value[:1] == b"\0" and value.split(b"\0")[1] != self._run_bytes):
             return None  # a claim of an earlier run whose item never came out
+        if value[:1] == b"\0" and self._claimed_by_the_dead(value):
+            return None  # ... or of a worker of this run that died since
         return self._text_url(value)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
@@ -900,9 +940,13 @@ class RedisStore(DedupStore):
         text_url = url.encode("utf-8", "surrogatepass")
         # Inside hold(): claimed for this run only, until the item is out.
         value = text_url if self._holding is None else b"\0%s\0%s" % (self._run_bytes, text_url)
+        if self._holding is not None and self._leased:  # the claimer: see _take_dead_claim
+            value += b"\0" + self.worker.encode()
         first = self._set_first(
             "record a text digest", name, digest, value, self._add_text, self._run_bytes
         )
+        if first is not None and first[:1] == b"\0":
+            first = self._take_dead_claim(name, digest, first, value)
         if first is not None:
             return self._text_url(first)
         if self._holding is None:
@@ -913,8 +957,8 @@ class RedisStore(DedupStore):
 
     @staticmethod
     def _text_url(value: bytes) -> str:
-        if value[:1] == b"\0":
-            value = value.split(b"\0", 2)[2]
+        if value[:1] == b"\0":  # "\0<run>\0<URL>", "\0<worker>" after it since leases
+            value = value.split(b"\0", 3)[2]
         return value.decode("utf-8", "surrogatepass")
 
     def release(self, token: Any) -> None:
