@@ -70,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_STORE_ON_ERROR": "continue",  # or "stop": what a store failing mid-crawl does
     "DEDUP_STORE_TIMEOUT": 0.5,  # seconds a shared store's connect or reply may take
     "DEDUP_REDIS_PREFIX": "dedup",  # Redis key names start "<prefix>:<namespace>:"
+    # seconds a Redis worker's lease lasts unrenewed: a dead worker's frontier is adopted after it
+    "DEDUP_REDIS_LEASE": 20.0,
     # how long a later run skips a kept page: None (for ever), seconds, or "7d", "12h", "30m"
     "DEDUP_RECRAWL_AFTER": None,
     "DEDUP_FRONTIER_RETRIES": 3,  # later runs that try a failed or unfinished request again
@@ -296,6 +298,7 @@ class DedupConfig:
     store_on_error: str = "continue"
     store_timeout: float = 0.5
     redis_prefix: str = "dedup"
+    redis_lease: float = 20.0
     store_classes: dict[str, Any] = field(default_factory=dict)
     recrawl_after: float | None = None
     frontier_retries: int = 3
@@ -347,6 +350,7 @@ class DedupConfig:
             store_on_error=r.choice("DEDUP_STORE_ON_ERROR", ("continue", "stop")),
             store_timeout=r.number("DEDUP_STORE_TIMEOUT", float, 0, above=True),
             redis_prefix=r.text("DEDUP_REDIS_PREFIX", empty_ok=True),
+            redis_lease=r.number("DEDUP_REDIS_LEASE", float, 0, above=True),
             store_classes=r.mapping("DEDUP_STORE_CLASSES"),
             recrawl_after=read_duration("DEDUP_RECRAWL_AFTER", r.raw("DEDUP_RECRAWL_AFTER")),
             frontier_retries=r.number("DEDUP_FRONTIER_RETRIES", int, 0),

@@ -12,7 +12,9 @@ callback that raised, a download error) stays in the frontier. A run first
 feeds the frontier earlier runs left back in (each request for at most
 ``DEDUP_FRONTIER_RETRIES`` runs), so nothing an earlier run had found is
 lost. With ``JOBDIR``, the frontier is fed back only after a crash: after a
-pause, Scrapy's own queue holds those requests.
+pause, Scrapy's own queue holds those requests. With Redis, each worker holds
+a lease and owns the rows it wrote: the rows of a worker whose lease ran out
+(killed, or stopped) are adopted by a live worker and crawled in this run.
 
 Requests are kept as JSON (``Request.to_dict``): callbacks by name, meta and
 ``cb_kwargs`` values that JSON can hold; a request is kept without the values
@@ -29,7 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
@@ -42,13 +45,15 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from typing_extensions import Self
 
+    from scrapy_dedup.stores import Adoption
+
 __all__ = ["DedupFrontierMiddleware"]
 
 logger = logging.getLogger(__name__)
 
 #: Meta keys this middleware sets on restored requests; a page that copies its
 #: meta into the requests it yields (``meta=response.meta``) does not pass them on.
-_OWN_META = ("dedup_restored", "dedup_attempts", "dedup_failed")
+_OWN_META = ("dedup_restored", "dedup_attempts", "dedup_failed", "dedup_adopted")
 
 #: Restored requests yielded between two reactor turns.
 _RESTORE_BATCH = 200
@@ -109,6 +114,10 @@ class DedupFrontierMiddleware:
         connect(self._item_dropped, signal=signals.item_dropped)
         connect(self._item_error, signal=signals.item_error)
         connect(self._spider_closed, signal=signals.spider_closed)
+        self._tending: Any = None  # renews the lease and adopts (Redis)
+        if self.store.lease_interval:
+            connect(self._start_tending, signal=signals.spider_opened)
+            connect(self._idle, signal=signals.spider_idle)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -137,6 +146,7 @@ class DedupFrontierMiddleware:
         moved: set[int] = set()  # keys rows were moved to
         unreadable = 0
         only_failed = not self.store.resume_all
+        self.store.keep_lease()  # the rows restored are this worker's
         for key, text in self.store.pending_requests():
             request = request_from_json(text, self.crawler.spider)
             if request is None:  # its callback is gone from the spider
@@ -150,6 +160,7 @@ class DedupFrontierMiddleware:
                 continue
             meta = {**request.meta, "dedup_restored": True}
             meta.pop("dedup_failed", None)
+            meta.pop("dedup_adopted", None)  # adopted in an earlier run: restored now
             request = request.replace(dont_filter=False, meta=meta)
             new_key = self.keys.compute(request).key
             if new_key != key:
@@ -199,15 +210,18 @@ class DedupFrontierMiddleware:
             assert response.request is not None
             key = self.keys.of(response.request).key
             page = self._pages[id(response)] = _Page(key, response=response)
+        adopted = response.request is not None and response.request.meta.get("dedup_adopted")
         try:
             async for output in result:
                 page.outstanding += 1
                 page.yielded += 1
                 if isinstance(output, Request):
                     self._requests[id(output)] = (output, page)
-                    if "dedup_restored" in output.meta:  # meta=response.meta
+                    if "dedup_restored" in output.meta or adopted:  # meta=response.meta
                         for name in _OWN_META:
                             output.meta.pop(name, None)
+                    if adopted and not output.dont_filter:
+                        self._readmit_link(output)
                 yield output
         except Exception:
             # A failed callback: the page stays in the frontier, fetched again next run.
@@ -228,6 +242,8 @@ class DedupFrontierMiddleware:
 
     def _reached_downloader(self, request: Request) -> None:
         key = self.keys.of(request).key
+        if self._tending is not None:
+            self.store.own_row(key)  # adopted from this worker if it dies now
         unsent = self.state.unsent
         if key in unsent:
             unsent[key] -= 1
@@ -305,6 +321,71 @@ class DedupFrontierMiddleware:
         for hop in self.keys.hops(request):
             self.store.done_pending(hop)
 
+    # -- leases (Redis): the frontier of a worker that died -----------------
+
+    def _start_tending(self) -> None:
+        self._tending = create_looping_call(self._tend)
+        self._tending.start(self.store.lease_interval, now=True)
+
+    def _tend(self) -> int:
+        """Renew this worker's lease, and crawl the requests of the workers
+        whose lease ran out: how many were scheduled."""
+        try:
+            self.store.keep_lease()
+            if self.crawler.engine is None or self.crawler.engine.spider is None:
+                return 0
+            return sum(self._crawl_adopted(adoption) for adoption in self.store.adopt())
+        except Exception:  # the looping call must go on
+            logger.exception("Could not adopt the requests of a stopped worker")
+            return 0
+
+    def _crawl_adopted(self, adoption: Adoption) -> int:
+        """Schedule the rows of a worker that died, through the filter (their
+        keys were seen by that worker in this run: the store lets each
+        through once). Failed rows stay for a later run, as they would have."""
+        assert self.crawler.engine is not None
+        requests = []
+        unreadable = 0
+        for _key, text in adoption.rows:
+            request = request_from_json(text, self.crawler.spider)
+            if request is None:
+                unreadable += 1
+                continue
+            if request.meta.get("dedup_failed"):
+                continue
+            meta = dict(request.meta)
+            meta.pop("dedup_restored", None)  # counted once per run, by the worker that died
+            meta["dedup_adopted"] = True
+            request = request.replace(dont_filter=False, meta=meta)
+            self.store.readmit(self.keys.compute(request).key)
+            requests.append(request)
+        logger.info(
+            "Adopted %d unfinished requests of worker %s, whose lease expired (it was "
+            "killed or stopped): crawling them in this run",
+            len(requests),
+            adoption.worker,
+        )
+        self.stats.inc_value("dedup/frontier/adopted", len(requests))
+        self.stats.inc_value("dedup/frontier/adopted_workers")
+        if unreadable:
+            self.stats.inc_value("dedup/frontier/unreadable", unreadable)
+        for request in requests:
+            self.crawler.engine.crawl(request)
+        return len(requests)
+
+    def _readmit_link(self, request: Request) -> None:
+        """A link of an adopted page: the worker that died may have seen it
+        (its key is taken in this run) and died before its frontier row was
+        written. Unless it is done for good (kept) or waits in a frontier row,
+        it is let through once: a page fetched twice, rather than one lost."""
+        self.store.readmit_link(self.keys.compute(request).key)
+
+    def _idle(self) -> None:
+        # A worker gone while its lease still holds may leave requests for
+        # this one: wait for its lease to run out (DEDUP_REDIS_LEASE).
+        if self._tend() or self.store.awaiting_adoption():
+            raise DontCloseSpider
+
     def _spider_closed(self, reason: str) -> None:
         # What is still in the frontier stays for the next run: requests not
         # processed yet (an interrupted run), failed pages, and pages whose
@@ -316,6 +397,8 @@ class DedupFrontierMiddleware:
             self.stats.inc_value("dedup/frontier/refused", len(self.state.unsent))
             for key in self.state.unsent:
                 self.store.done_pending(key)
+        if self._tending is not None and self._tending.running:
+            self._tending.stop()
         self.state.unsent.clear()
         self._pages.clear()
         self._requests.clear()

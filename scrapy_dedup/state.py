@@ -220,6 +220,7 @@ class CrawlState:
                 timeout=config.store_timeout,
                 # Where a Redis store notes that its namespace exists (a lost server).
                 state_dir=os.path.abspath(data_path(".", createdir=False)),
+                lease=config.redis_lease,
             )
         except (StoreError, ValueError) as exc:
             # One line naming the store, not a traceback from deep inside Scrapy.

@@ -16,7 +16,7 @@ from importlib import import_module
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore, StoreError, redact
+from scrapy_dedup.stores.base import FILED_LIMIT, Adoption, DedupStore, StoreError, redact
 from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.stores.guarded import GuardedStore
 from scrapy_dedup.stores.memory import MemoryStore
@@ -25,6 +25,7 @@ from scrapy_dedup.stores.sqlite import SqliteStore
 __all__ = [
     "FILED_LIMIT",
     "STORE_CLASSES",
+    "Adoption",
     "CompactMap",
     "DedupStore",
     "GuardedStore",

@@ -13,6 +13,7 @@ import logging
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from scrapy_dedup.stores.memory import MemoryStore
     from scrapy_dedup.text.near import NearMethod
 
-__all__ = ["FILED_LIMIT", "DedupStore", "StoreError", "redact"]
+__all__ = ["FILED_LIMIT", "Adoption", "DedupStore", "StoreError", "redact"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,15 @@ FILED_LIMIT = 32
 
 class StoreError(Exception):
     """A store cannot do what was asked: unreachable, corrupt, foreign..."""
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """The frontier rows of a worker whose lease ran out, now this worker's:
+    ``(key, request)`` as :meth:`DedupStore.pending_requests` gives them."""
+
+    worker: str
+    rows: list[tuple[int, str]]
 
 
 class DedupStore(ABC):
@@ -211,6 +221,43 @@ class DedupStore(ABC):
 
     def clear_pending(self) -> None:
         """Forget the frontier (the run finished)."""
+
+    # Leases, for a store several workers crawl at once (Redis): a worker
+    # holds a lease while it crawls; the frontier rows of a worker whose lease
+    # ran out (killed, or stopped) are adopted by a live worker, at most once.
+    #: Seconds between two calls of :meth:`keep_lease` and :meth:`adopt` by
+    #: the frontier middleware; ``None``: the store keeps no leases.
+    lease_interval: float | None = None
+
+    def keep_lease(self) -> None:
+        """Take or renew this worker's lease (before its first frontier row)."""
+
+    def release_lease(self) -> None:
+        """Give the lease up: the worker stops, its rows are adopted at once."""
+
+    def own_row(self, key: int) -> None:
+        """This worker fetches the request of ``key``: its row is adopted from
+        this worker if it dies (under a shared queue, such as scrapy-redis's,
+        another worker may have scheduled it)."""
+
+    def adopt(self) -> list[Adoption]:
+        """Take over the frontier rows of the workers of this run whose lease
+        ran out; each row is given to one caller only."""
+        return []
+
+    def readmit(self, key: int) -> None:
+        """The next :meth:`add_url` of ``key`` answers ``None`` (once): an
+        adopted request, seen by the worker that died but never done."""
+
+    def readmit_link(self, key: int) -> None:
+        """:meth:`readmit` ``key`` (a link of an adopted page) if it was seen
+        in this run but is neither kept nor waiting in a frontier row: the
+        worker that died may have seen it and died before writing its row."""
+
+    def awaiting_adoption(self) -> bool:
+        """Whether a worker of this run is gone while its lease still holds
+        and it left rows: they can be adopted once the lease runs out."""
+        return False
 
     #: While :meth:`hold` runs: the list a store that holds writes back puts
     #: them in (the token); ``None`` otherwise.

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from scrapy_dedup.stores.base import DedupStore, StoreError
+from scrapy_dedup.stores.base import Adoption, DedupStore, StoreError
 from scrapy_dedup.stores.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ class GuardedStore(DedupStore):
         self.on_error = on_error
         self.persists_kept = store.persists_kept
         self.persistent = store.persistent
+        self.lease_interval = store.lease_interval
         self._count = count
         self._stop = stop
         self._stopping = False
@@ -315,6 +316,29 @@ class GuardedStore(DedupStore):
 
     def clear_pending(self) -> None:
         self._durable(self.store.clear_pending)
+
+    # Leases: while the store is down, nothing is renewed or adopted.
+
+    def keep_lease(self) -> None:
+        self._guard(self.store.keep_lease, self._local.keep_lease)
+
+    def release_lease(self) -> None:
+        self._durable(self.store.release_lease)
+
+    def own_row(self, key: int) -> None:
+        self._durable(lambda: self.store.own_row(key))
+
+    def adopt(self) -> list[Adoption]:
+        return self._guard(self.store.adopt, self._local.adopt)
+
+    def readmit(self, key: int) -> None:
+        self.store.readmit(key)
+
+    def readmit_link(self, key: int) -> None:
+        self._guard(self.store.readmit_link, self._local.readmit_link, key)
+
+    def awaiting_adoption(self) -> bool:
+        return self._guard(self.store.awaiting_adoption, self._local.awaiting_adoption)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[Any]:

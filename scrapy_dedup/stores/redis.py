@@ -62,6 +62,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scrapy_dedup.keys import PREVIOUS_RUN
 from scrapy_dedup.stores.base import (
     FILED_LIMIT,
+    Adoption,
     DedupStore,
     StoreError,
     redact,
@@ -114,9 +115,11 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return false
 """
-# A text digest: a kept item's URL, or "\0<run>\0<URL>" while the item is on
-# its way through the pipelines. An unconfirmed claim of an earlier run (that
-# worker was killed before the item came out) counts for nothing.
+# A text digest: a kept item's URL, or "\0<run>\0<URL>" ("\0<worker>" after
+# it, for a worker holding a lease) while the item is on its way through the
+# pipelines. An unconfirmed claim of an earlier run (that worker was killed
+# before the item came out) counts for nothing; one of this run, once its
+# worker's lease ran out (RedisStore._take_dead_claim).
 _ADD_TEXT = """
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if v then
@@ -139,6 +142,30 @@ if run == tonumber(ARGV[1]) then
   return {redis.call('HINCRBY', KEYS[1], 'run', 1), 1}
 end
 return {run, 0}
+"""
+# Adopt the frontier rows (set KEYS[3]) of worker ARGV[1], whose lease
+# KEYS[2] ran out, for the worker whose lease KEYS[5] holds (rows: KEYS[4]);
+# take it off the run's workers (KEYS[1]). Answer the rows' keys, or nil while
+# its lease holds (or the caller's does not). One script: a row moves once.
+_ADOPT = """
+if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[5]) == 0 then
+  return false
+end
+local rows = redis.call('SMEMBERS', KEYS[3])
+if #rows > 0 then
+  redis.call('SUNIONSTORE', KEYS[4], KEYS[4], KEYS[3])
+  redis.call('DEL', KEYS[3])
+end
+redis.call('SREM', KEYS[1], ARGV[1])
+return rows
+"""
+# Replace field ARGV[1]'s value ARGV[2] with ARGV[3]: 1 if it holds ARGV[3] now.
+_SWAP = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v == ARGV[3] then return 1 end
+if v ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
 """
 # Doc ids per band key: fields <band key><slot>, each set once with HSETNX (a
 # cluster pipeline cannot run scripts, and these need none).
@@ -179,6 +206,7 @@ class RedisStore(DedupStore):
         worker: str | None = None,
         join: bool = True,
         state_dir: str | None = None,
+        lease: float | None = None,
     ) -> None:
         import redis
         from redis.exceptions import RedisClusterException
@@ -219,6 +247,12 @@ class RedisStore(DedupStore):
         self._writes = 0  # this worker's write counter, as the server last answered
         self._total_writes = 0
         self._trusted_since = 0  # pages kept before this time count for nothing
+        # Leases (see keep_lease): seconds a lease lasts, whether this worker
+        # holds one, and adopted keys add_url lets through once.
+        self.lease = lease
+        self._leased = False
+        self._adopted: set[int] = set()
+        self._owning: set[int] = set()  # rows of requests this worker fetches (own_row)
         self.worker = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
         pool = getattr(client, "connection_pool", None)
         if pool is not None and pool.connection_kwargs.get("client_name") != self.worker:
@@ -232,6 +266,8 @@ class RedisStore(DedupStore):
             self._add_text = client.register_script(_ADD_TEXT)
             self._unclaim = client.register_script(_UNCLAIM)
             self._new_run = client.register_script(_NEW_RUN)
+            self._adopt = client.register_script(_ADOPT)
+            self._swap = client.register_script(_SWAP)
             self._check_epoch(join)
             self._join(join)
             self._note_epoch(join)
@@ -251,6 +287,7 @@ class RedisStore(DedupStore):
         recrawl_after: float | None = None,
         join: bool = True,
         state_dir: str | None = None,
+        lease: float | None = None,
     ) -> RedisStore:
         """A store for ``redis://``, ``rediss://``, ``unix://`` or
         ``redis+cluster://`` (``rediss+cluster://``) URIs, which must name
@@ -305,6 +342,7 @@ class RedisStore(DedupStore):
             worker=worker,
             join=join,
             state_dir=state_dir or jobdir,
+            lease=lease,
         )
 
     def ping(self) -> None:
@@ -397,6 +435,10 @@ class RedisStore(DedupStore):
         return None if first is None else found
 
     def add_url(self, key: int, info: int) -> int | None:
+        if key in self._adopted:  # seen by a worker that died before it was done
+            self._adopted.discard(key)
+            self._known.setdefault(key, info)
+            return None
         known = self._known.get(key)
         if known is not None:
             return known
@@ -585,11 +627,222 @@ class RedisStore(DedupStore):
             return []
         names = self._pending_names()
         found = self._pipe("read the frontier", lambda p: [p.hgetall(n) for n in names])
-        return [
+        restored = [
             (int.from_bytes(field, "little"), value.decode("utf-8", "surrogatepass"))
             for rows in found
             for field, value in rows.items()
         ]
+        self._own_restored([key for key, _ in restored])
+        return restored
+
+    # -- leases ---------------------------------------------------------------
+    #
+    # A worker that crawls holds a lease, P:w:{<tag>}:<run>:<worker>:lease, a
+    # key that expires DEDUP_REDIS_LEASE seconds after its last renewal, and
+    # owns the frontier rows it wrote (the set ...:<worker>:rows, beside the
+    # run's workers, the set P:w:{<tag>}:<run>). The hash tag keeps a run's
+    # lease keys on one cluster node, so one script moves the rows of a worker
+    # whose lease ran out to a live worker: each row goes to one adopter.
+
+    @property
+    def lease_interval(self) -> float | None:  # type: ignore[override]
+        """Seconds between renewals (a quarter of the lease), for a worker of a run."""
+        return self.lease / 4 if self.lease and self._join_run else None
+
+    def _lease_base(self, run: int | None = None) -> str:
+        """The set of a run's workers; the prefix of their lease keys."""
+        return f"{self.base}:w:{{{_tag(self.base)}}}:{self.run if run is None else run}"
+
+    def _lease_key(self, worker: str, run: int | None = None) -> str:
+        return f"{self._lease_base(run)}:{worker}:lease"
+
+    def _rows_key(self, worker: str, run: int | None = None) -> str:
+        return f"{self._lease_base(run)}:{worker}:rows"
+
+    def keep_lease(self) -> None:
+        """Take or renew this worker's lease. A renewal that finds it ran out
+        (the reactor or Redis stalled longer than the lease) says so: other
+        workers may have adopted requests this one still crawls."""
+        if self.lease_interval is None or self.lease is None:
+            return
+        lease, ttl = self._lease_key(self.worker), max(1, int(self.lease * 1000))
+
+        def renew(pipe: Any) -> None:
+            pipe.pttl(lease)
+            pipe.set(lease, b"1", px=ttl)
+            pipe.sadd(self._lease_base(), self.worker)
+
+        left = self._pipe("renew the worker's lease", renew)[0]
+        if not self._leased:
+            self._leased = True
+            if self.new_run:
+                self._drop_leases(self.run - 1)
+        elif left == -2:
+            logger.warning(
+                "This worker's lease in %s ran out (it could not renew it for "
+                "DEDUP_REDIS_LEASE=%s s): other workers may have adopted requests it "
+                "still crawls, which are then fetched twice",
+                self.uri,
+                self.lease,
+            )
+
+    def _drop_leases(self, run: int) -> None:
+        """Delete the lease keys of an earlier run (this worker restored its frontier)."""
+        if run < 1:
+            return
+        base = self._lease_base(run)
+        workers = self._call("read the last run's workers", self.client.smembers, base)
+
+        def drop(pipe: Any) -> None:
+            for worker in workers:
+                name = worker.decode("utf-8", "replace")
+                pipe.delete(self._lease_key(name, run))
+                pipe.delete(self._rows_key(name, run))
+            pipe.delete(base)
+
+        self._pipe("forget the last run's leases", drop)
+
+    def release_lease(self) -> None:
+        """Give the lease up (the worker stops): rows it leaves are adopted
+        by the workers still crawling at their next check."""
+        if self._leased:
+            self._leased = False
+            self._call(
+                "release the worker's lease", self.client.delete, self._lease_key(self.worker)
+            )
+
+    def _own_rows(self, pipe: Any, keys: Iterable[int]) -> None:
+        """Record new frontier rows as this worker's (before the rows: a key
+        without its row is dropped by an adopter, a row without its owner
+        would wait for the next run)."""
+        if self._leased and keys:
+            pipe.sadd(self._rows_key(self.worker), *(key.to_bytes(8, "little") for key in keys))
+            pipe.sadd(self._lease_base(), self.worker)  # it may have been adopted meanwhile
+
+    def own_row(self, key: int) -> None:
+        # Written with the next batch of writes (each response brings some),
+        # never in a round trip of its own.
+        if self._leased:
+            self._owning.add(key)
+
+    def _disown_rows(self, pipe: Any, keys: Iterable[int]) -> None:
+        if self._leased and keys:
+            pipe.srem(self._rows_key(self.worker), *(key.to_bytes(8, "little") for key in keys))
+
+    def _own_restored(self, keys: list[int]) -> None:
+        """The worker that starts a run owns the rows it restores."""
+        if not self._leased or not keys:
+            return
+        name = self._rows_key(self.worker)
+        chunks = [keys[i : i + 10_000] for i in range(0, len(keys), 10_000)]
+        self._pipe(
+            "own the restored frontier",
+            lambda p: [p.sadd(name, *(k.to_bytes(8, "little") for k in c)) for c in chunks],
+        )
+
+    def adopt(self) -> list[Adoption]:
+        """Take over the rows of the workers of this run whose lease ran out."""
+        if not self._leased:
+            return []
+        base = self._lease_base()
+        names = self._call("read the run's workers", self.client.smembers, base)
+        others = sorted(n.decode("utf-8", "replace") for n in names)
+        others = [name for name in others if name != self.worker]
+        if not others:
+            return []
+        alive = self._pipe(
+            "read the workers' leases", lambda p: [p.exists(self._lease_key(w)) for w in others]
+        )
+        mine = [base, self._rows_key(self.worker), self._lease_key(self.worker)]
+        adoptions = []
+        for worker, live in zip(others, alive, strict=True):
+            if live:
+                continue
+            # Not retried after a lost reply (_call would): the rows would be
+            # ours already, and a second try would answer none of them.
+            try:
+                keys = self._adopt(
+                    keys=[base, self._lease_key(worker), self._rows_key(worker), *mine[1:]],
+                    args=[worker],
+                )
+            except self._errors as exc:
+                raise StoreError(f"dedup store {self.uri} failed to adopt rows: {exc}") from exc
+            if keys:
+                adoptions.append(Adoption(worker, self._adopted_rows(keys)))
+        return adoptions
+
+    def _adopted_rows(self, fields: list[bytes]) -> list[tuple[int, str]]:
+        """The rows of adopted keys; keys whose row is gone (done) are dropped."""
+        slots = [self._pending_slot(int.from_bytes(field, "little")) for field in fields]
+        texts = self._pipe("read adopted rows", lambda p: [p.hget(*slot) for slot in slots])
+        gone = [field for field, text in zip(fields, texts, strict=True) if text is None]
+        if gone:
+            self._call("drop done rows", self.client.srem, self._rows_key(self.worker), *gone)
+        return [
+            (int.from_bytes(field, "little"), text.decode("utf-8", "surrogatepass"))
+            for field, text in zip(fields, texts, strict=True)
+            if text is not None
+        ]
+
+    def _take_dead_claim(
+        self, name: str, digest: bytes, claim: bytes, value: bytes
+    ) -> bytes | None:
+        """A text claimed in this run by a worker whose lease ran out: its
+        item may never have come out (killed in its pipelines), and the page
+        is adopted and fetched again. Take the claim over (``None``), as a
+        later run would: an item out in both rather than in none. Else
+        ``claim``: a live worker's item on its way."""
+        if not self._claimed_by_the_dead(claim):
+            return claim
+        swapped = self._call(
+            "take over a text claim", self._swap, keys=[name], args=[digest, claim, value]
+        )
+        return None if swapped else claim
+
+    def _claimed_by_the_dead(self, claim: bytes) -> bool:
+        """Whether ``claim`` ("\0<run>\0<URL>\0<worker>") was made in this run
+        by another worker whose lease ran out."""
+        parts = claim.split(b"\0", 3)
+        if not self._leased or len(parts) < 4 or parts[1] != self._run_bytes:
+            return False
+        worker = parts[3].decode("utf-8", "replace")
+        if worker == self.worker:
+            return False
+        lease = self._lease_key(worker)
+        return not self._call("read a worker's lease", self.client.exists, lease)
+
+    def readmit(self, key: int) -> None:
+        self._adopted.add(key)
+
+    def readmit_link(self, key: int) -> None:
+        if key in self._kept:
+            return
+        slot = self._slot("u", key)
+        value, pending = self._pipe(
+            "read a link of an adopted page",
+            lambda p: (p.hget(*slot), p.hexists(*self._pending_slot(key))),
+        )
+        if value is None or pending:
+            return  # new: the filter lets it through anyway; or a worker has it
+        _, _, rest = value.partition(b":")
+        run, _, kept = rest.partition(b":")
+        if run == self._run_bytes and not kept:  # seen in this run, never done for good
+            self._adopted.add(key)
+
+    def awaiting_adoption(self) -> bool:
+        """Whether a worker of this run left rows and is no longer connected
+        (killed, or stopped) while its lease still holds."""
+        if not self._leased:
+            return False
+        names = self._call("read the run's workers", self.client.smembers, self._lease_base())
+        others = {n.decode("utf-8", "replace") for n in names} - {self.worker}
+        gone = sorted(others - set(self._peers())) if others else []
+        if not gone:
+            return False
+        sizes = self._pipe(
+            "count the rows of gone workers", lambda p: [p.scard(self._rows_key(w)) for w in gone]
+        )
+        return any(sizes)
 
     def _due(self) -> None:
         if self.flush_due is not None:
@@ -606,21 +859,25 @@ class RedisStore(DedupStore):
             adds = self._adds
 
             def frontier(pipe: Any) -> None:
+                self._own_rows(pipe, [*adds, *self._owning])
                 for key, request in adds.items():
                     pipe.hset(*self._pending_slot(key), request.encode("utf-8", "surrogatepass"))
                 self._stamp(pipe)
 
             self._stamped(self._pipe("write the frontier", frontier))
             self._adds = {}
+            self._owning.clear()
         counts = {name: n for name, n in self._counts.items() if n}
         if not (self._keeps or self._dones or self._confirms or counts):
             return
 
         def records(pipe: Any) -> None:
+            self._own_rows(pipe, self._owning)  # before the done rows: they may be among them
             for key, value in self._keeps.items():
                 pipe.hset(*self._slot("u", key), value)
             for key in self._dones:
                 pipe.hdel(*self._pending_slot(key))
+            self._disown_rows(pipe, self._dones)
             for name, digest, url in self._confirms:
                 pipe.hset(name, digest, url)
             for name, n in counts.items():
@@ -628,6 +885,7 @@ class RedisStore(DedupStore):
             self._stamp(pipe)
 
         self._stamped(self._pipe("record kept pages", records))
+        self._owning.clear()
         self._keeps.clear()
         self._dones.clear()
         self._confirms.clear()
@@ -700,6 +958,8 @@ class RedisStore(DedupStore):
         )
         if value is None or (value[:1] == b"\0" and value.split(b"\0")[1] != self._run_bytes):
             return None  # a claim of an earlier run whose item never came out
+        if value[:1] == b"\0" and self._claimed_by_the_dead(value):
+            return None  # ... or of a worker of this run that died since
         return self._text_url(value)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
@@ -707,9 +967,13 @@ class RedisStore(DedupStore):
         text_url = url.encode("utf-8", "surrogatepass")
         # Inside hold(): claimed for this run only, until the item is out.
         value = text_url if self._holding is None else b"\0%s\0%s" % (self._run_bytes, text_url)
+        if self._holding is not None and self._leased:  # the claimer: see _take_dead_claim
+            value += b"\0" + self.worker.encode()
         first = self._set_first(
             "record a text digest", name, digest, value, self._add_text, self._run_bytes
         )
+        if first is not None and first[:1] == b"\0":
+            first = self._take_dead_claim(name, digest, first, value)
         if first is not None:
             return self._text_url(first)
         if self._holding is None:
@@ -720,8 +984,8 @@ class RedisStore(DedupStore):
 
     @staticmethod
     def _text_url(value: bytes) -> str:
-        if value[:1] == b"\0":
-            value = value.split(b"\0", 2)[2]
+        if value[:1] == b"\0":  # "\0<run>\0<URL>", "\0<worker>" after it since leases
+            value = value.split(b"\0", 3)[2]
         return value.decode("utf-8", "surrogatepass")
 
     def release(self, token: Any) -> None:
@@ -1129,6 +1393,7 @@ class RedisStore(DedupStore):
         if not urls_only:
             patterns += [f"{base}:c:{hex2}", f"{base}:f:{hex2}", f"{base}:k:{hex2}{hex2}"]
             patterns += [f"{base}:p:{hex2}", f"{base}:learn"]
+            patterns.append(f"{base}:w:{{{_tag(self.base)}}}:*")  # leases, rows' owners
             self._adds.clear()
             self._dones.clear()
             self._keeps.clear()
@@ -1163,6 +1428,7 @@ class RedisStore(DedupStore):
     def close(self) -> None:
         try:
             self.flush()
+            self.release_lease()
             self._call("leave the run", self.client.hdel, self._run_key, f"w:{self.worker}")
             self._leave_epoch()
         finally:

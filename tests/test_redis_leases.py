@@ -1,0 +1,266 @@
+"""Redis workers hold leases: the frontier rows of a worker killed while the
+others crawl are adopted by a live worker within the run, at most once. Real
+redis-server, real worker processes, kill -9 by PID."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from scrapy_dedup.stores.redis import RedisStore
+from tests.site import Route, Site, article, page
+from tests.test_store_crawls import ADDON, _worker
+
+LISTS, PER_LIST = 10, 12
+
+
+def _lists_site(delay: float) -> tuple[dict[str, Route], dict[str, str]]:
+    """120 slow article pages, 12 behind each of 10 list pages, each with a
+    text of its own; returns the routes and article path -> content name."""
+    from tests.text.neardup_corpus import documents
+
+    texts = documents(min_words=60, max_words=200, seed=11)
+    routes: dict[str, Route] = {}
+    content: dict[str, str] = {}
+    for n in range(1, LISTS + 1):
+        links = []
+        for m in range(1, PER_LIST + 1):
+            path = f"/a/{n}-{m}"
+            name = content[path] = f"doc{(n - 1) * PER_LIST + m}"
+            body = texts[(n - 1) * PER_LIST + m]
+            links.append(path)
+            routes[path] = lambda q, body=body, name=name: (
+                time.sleep(delay),
+                article(f"Story {name}", body, "/"),
+            )[1]
+        routes[f"/list/{n}"] = lambda q, n=n, links=tuple(links): (
+            time.sleep(delay),
+            page(f"List {n}", *links),
+        )[1]
+    routes["/"] = lambda q: page("News")  # the lists are the seeds
+    return routes, content
+
+
+def _items(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+def _workers_connected(url: str, count: int) -> bool:
+    client = redis.Redis.from_url(url)
+    try:
+        names = {entry.get("name", "") for entry in client.client_list()}
+    finally:
+        client.close()
+    return sum(1 for name in names if name.startswith("dedup-")) >= count
+
+
+@pytest.mark.parametrize("queue", ["own", "scrapy-redis"])
+@pytest.mark.filterwarnings("ignore::scrapy.exceptions.ScrapyDeprecationWarning")
+def test_a_worker_killed_mid_crawl_loses_nothing_the_others_adopt_its_frontier(
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path, queue: str
+) -> None:
+    routes, content = _lists_site(delay=0.15)
+    fresh_site.routes.update(routes)
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": redis_url,
+        "DEDUP_NAMESPACE": f"leases-{uuid.uuid4().hex[:8]}",
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "DEDUP_REDIS_LEASE": 2,
+        "CONCURRENT_REQUESTS": 2,
+        # Stay up until well after the kill: without adoption, a worker that
+        # has nothing left waits here, and the pages of the killed one are lost.
+        "WORKER_MIN_SECONDS": 6,
+    }
+    lists = [fresh_site.url(f"/list/{n}", host="127.0.0.1") for n in range(1, LISTS + 1)]
+    if queue == "own":
+        # Each worker its own queue (Scrapy's scheduler), seeded with its share of the lists.
+        starts = [",".join(lists[n::3]) for n in range(3)]
+    else:
+        # One queue in Redis: the killed worker loses the requests in its hands.
+        settings |= {
+            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "REDIS_URL": redis_url,
+            "SCHEDULER_QUEUE_KEY": f"{redis_prefix}:%(spider)s:requests",
+            "SCHEDULER_PERSIST": True,
+            "SCHEDULER_IDLE_BEFORE_CLOSE": 0,
+        }
+        starts = [",".join(lists)] * 3
+    files = [tmp_path / f"items-{n}.jsonl" for n in range(3)]
+    procs = [_worker(settings, start, f) for start, f in zip(starts, files, strict=True)]
+    # Each worker records its items as they come: kill the busiest one, once
+    # all three are in the run and it has kept a few pages (most are still to come).
+    deadline = time.monotonic() + 90
+    victim = None
+    while time.monotonic() < deadline and all(p.poll() is None for p in procs):
+        counts = [len(_items(f)) for f in files]
+        if max(counts) >= 6 and _workers_connected(redis_url, 3):
+            victim = counts.index(max(counts))
+            break
+        time.sleep(0.02)
+    assert victim is not None, "no worker got far enough to be killed"
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].communicate(timeout=30)
+    assert procs[victim].returncode == -signal.SIGKILL
+    killed_with = len(_items(files[victim]))
+    assert killed_with < len(content) - 20, "the crawl was nearly done at the kill"
+
+    logs = {}
+    for n, proc in enumerate(procs):
+        if n != victim:
+            logs[n] = proc.communicate(timeout=180)[0]
+            assert proc.returncode == 0, logs[n]
+
+    items = [item for f in files for item in _items(f)]
+    paths = [item["url"].split("//", 1)[1].split("/", 1)[1] for item in items]
+    names = [content["/" + path] for path in paths]
+    # Every real page gave exactly one item, across the killed worker (what it
+    # wrote before the kill) and the two survivors: nothing lost, nothing doubled.
+    missing = sorted(set(content.values()) - set(names))
+    doubled = sorted(name for name in set(names) if names.count(name) > 1)
+    assert (missing, doubled) == ([], []), (
+        f"{len(missing)} pages lost, {len(doubled)} doubled (killed worker had "
+        f"{killed_with} items)\n" + "\n".join(logs.values())
+    )
+    # A survivor adopted the killed worker's unfinished requests, and says so.
+    assert any("Adopted" in log and "lease expired" in log for log in logs.values())
+    assert any("'dedup/frontier/adopted'" in log for log in logs.values())
+
+
+def _die(store: RedisStore) -> None:
+    """Close every connection of ``store``, as a kill -9 of its process would
+    (``RedisCluster.close`` leaves its nodes' connections open)."""
+    if hasattr(store.client, "get_nodes"):
+        for node in store.client.get_nodes():
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+    store.client.close()
+
+
+def _store(url: str, namespace: str, prefix: str, lease: float) -> RedisStore:
+    store = RedisStore.from_uri(url, namespace, prefix=prefix, lease=lease)
+    store.flush_due = None
+    return store
+
+
+@pytest.mark.parametrize("server", ["redis", "cluster"])
+def test_two_live_workers_racing_adopt_a_dead_workers_rows_at_most_once(
+    request: pytest.FixtureRequest, redis_prefix: str, server: str
+) -> None:
+    # On a cluster too: a run's lease keys share one hash slot, so one script moves the rows.
+    redis_url = request.getfixturevalue("redis_url" if server == "redis" else "redis_cluster_url")
+    namespace = f"race-{uuid.uuid4().hex[:8]}"
+    dead = _store(redis_url, namespace, redis_prefix, lease=60)
+    dead.keep_lease()
+    rows = {key: f'{{"url": "https://a.test/{key}"}}' for key in range(1, 2001)}
+    for key, text in rows.items():
+        dead.add_pending(key << 40, text)
+    dead.flush()
+    alive = [_store(redis_url, namespace, redis_prefix, lease=30) for _ in range(2)]
+    assert {store.run for store in alive} == {dead.run}  # all three in one run
+    for store in alive:
+        store.keep_lease()
+    # Killed: its connections close; its lease holds for a minute.
+    lease = dead._lease_key(dead.worker)
+    _die(dead)
+    assert not any(store.adopt() for store in alive)
+    assert all(store.awaiting_adoption() for store in alive)
+    # ...until it runs out (made to now, not in a minute).
+    alive[0].client.pexpire(lease, 1)
+    while alive[0].client.exists(lease):
+        time.sleep(0.01)
+    found: list[list[Any]] = [[], []]
+    ready = threading.Barrier(2)
+
+    def race(n: int) -> None:
+        ready.wait()
+        for _ in range(5):
+            found[n] += alive[n].adopt()
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    adopted = [[key for adoption in got for key, _ in adoption.rows] for got in found]
+    # Every row adopted once, by one of the two.
+    assert sorted(adopted[0] + adopted[1]) == sorted(key << 40 for key in rows)
+    assert not set(adopted[0]) & set(adopted[1])
+    assert not any(store.awaiting_adoption() for store in alive)
+    # The rows are the adopter's now: when it dies, the other one adopts them.
+    winner = 0 if adopted[0] else 1
+    alive[winner].release_lease()
+    _die(alive[winner])
+    taken = [key for adoption in alive[1 - winner].adopt() for key, _ in adoption.rows]
+    assert sorted(taken) == sorted(adopted[winner])
+    alive[1 - winner].close()
+
+
+def test_an_adopted_page_s_link_seen_by_the_dead_worker_without_a_row_is_let_through_once(
+    redis_url: str, redis_prefix: str
+) -> None:
+    namespace = f"links-{uuid.uuid4().hex[:8]}"
+    dead = _store(redis_url, namespace, redis_prefix, lease=30)
+    alive = _store(redis_url, namespace, redis_prefix, lease=30)
+    lost, waiting, kept = 1 << 50, 2 << 50, 3 << 50
+    # The worker that died saw three links: one it kept, one waiting in its
+    # frontier, one whose row it never wrote (killed in that reactor turn).
+    for key in (lost, waiting, kept):
+        assert dead.add_url(key, 7) is None
+    dead.add_pending(waiting, '{"url": "https://a.test/waiting"}')
+    dead.keep_url(kept, 7)
+    dead.flush()
+    for key in (lost, waiting, kept):
+        alive.readmit_link(key)
+    assert alive.add_url(lost, 7) is None  # let through: it would be lost
+    assert alive.add_url(lost, 7) == 7  # once
+    assert alive.add_url(waiting, 7) == 7  # its row is adopted, crawled from there
+    assert alive.add_url(kept, 7) == 7  # done for good
+    dead.close()
+    alive.close()
+
+
+def test_a_text_claimed_by_a_worker_killed_before_its_item_came_out_is_taken_over(
+    redis_url: str, redis_prefix: str
+) -> None:
+    namespace = f"claims-{uuid.uuid4().hex[:8]}"
+    dead, alive = (_store(redis_url, namespace, redis_prefix, lease=60) for _ in range(2))
+    other = _store(redis_url, namespace, redis_prefix, lease=60)
+    for store in (dead, alive, other):
+        store.keep_lease()
+    page, text = "https://a.test/story", b"d" * 16
+    with dead.hold():  # its item enters the pipelines: the text is claimed...
+        assert dead.add_content(text, page) is None
+    # ...while it lives, the claim holds: its item is on its way.
+    assert other.get_content(text) == page
+    with other.hold():
+        assert other.add_content(text, "https://a.test/copy") == page
+    # Killed before the item came out; its lease runs out, its page is adopted
+    # and fetched again: the adopter's item is kept, not dropped for a claim
+    # whose item never came out.
+    lease = dead._lease_key(dead.worker)
+    _die(dead)
+    alive.client.pexpire(lease, 1)
+    while alive.client.exists(lease):
+        time.sleep(0.01)
+    assert alive.get_content(text) is None
+    with alive.hold() as held:
+        assert alive.add_content(text, page) is None
+    assert other.get_content(text) == page  # the adopter's claim, alive
+    with other.hold():
+        assert other.add_content(text, "https://a.test/copy") == page  # taken once
+    alive.release(held)
+    alive.flush()
+    assert other.get_content(text) == page
+    alive.close()
+    other.close()
