@@ -5,20 +5,27 @@ disk in every feed (scrapy_dedup.durable)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
 import sys
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
+from scrapy.utils.defer import deferred_f_from_coro_f
 
+from tests.conftest import crawl
+from tests.crawl_worker import NewsSpider
 from tests.site import Site, article, store_stage_routes
 from tests.test_persistence import HOME_TEXT, _kill_after
 from tests.test_store_crawls import ROOT, _path
 
+GZIP = "scrapy.extensions.postprocessing.GzipPlugin"
 SETTINGS = """
 SPIDER_MODULES = ["tests.crawl_worker"]
 ROBOTSTXT_OBEY = False
@@ -149,3 +156,82 @@ def test_kill_9_leaves_whole_lines_and_the_next_run_appends_after_them(
     items = [json.loads(line) for line in lines[:-1]]  # every line whole
     names = Counter(content[_path(item["url"])] for item in items)
     assert set(names) == set(content.values()), log
+
+
+def _gunzip_what_is_there(path: Path) -> bytes:
+    """A gzip file a kill -9 cut short: what can be read of it."""
+    reader = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        return reader.decompress(path.read_bytes())
+    except zlib.error:
+        return b""
+
+
+def test_a_feed_stored_when_it_closes_leaves_the_killed_runs_pages_to_the_next(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    """A gzip feed is complete only when it closes (as S3, GCS and FTP feeds
+    are stored only then): the killed run records none of the pages that gave
+    items (a page whose items were all duplicates is recorded at once: the
+    page that gave the text is fetched again), and the next run's feed has them."""
+    site, content = news
+    project = _project(tmp_path)
+    start = site.url("/", host="127.0.0.1")
+
+    def gzip_feed(run: int) -> str:
+        options = {"format": "jsonlines", "postprocessing": [GZIP]}
+        return "FEEDS=" + json.dumps({f"run{run}.jsonl.gz": options})
+
+    site.reset()
+    _kill_after(_scrapy_crawl(project, start, "-s", gzip_feed(1)), site, 30)
+    site.reset()
+    last = _scrapy_crawl(project, start, "-s", gzip_feed(2))
+    log, _ = last.communicate(timeout=180)
+    assert last.returncode == 0, log
+    names: Counter[str] = Counter()
+    for run in (1, 2):
+        path = project / f"run{run}.jsonl.gz"
+        data = _gunzip_what_is_there(path) if path.exists() else b""
+        lines = data.split(b"\n")
+        names.update(content[_path(json.loads(line)["url"])] for line in lines[:-1])
+    assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
+
+
+@deferred_f_from_coro_f
+async def test_every_format_is_written_whole_through_the_checkpoints(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    site, content = news
+    feeds = {
+        str(tmp_path / "items.csv"): {"format": "csv"},
+        str(tmp_path / "items.xml"): {"format": "xml"},
+        str(tmp_path / "items.json"): {"format": "json"},
+        f"file://{tmp_path}/items-%(batch_id)d.jsonl": {
+            "format": "jsonlines",
+            "batch_item_count": 7,
+        },
+    }
+    settings = {
+        "ADDONS": {"scrapy_dedup.DedupAddon": 100},
+        "DEDUP_STORE": f"sqlite:///{tmp_path}/d.db",
+        "FEEDS": feeds,
+        "DEDUP_FEED_CHECKPOINT": 0.05,
+    }
+    result = await crawl(NewsSpider, settings, start=site.url("/"))
+    urls = sorted(item["url"] for item in result.items)
+    assert len(urls) == len(set(content.values()))
+    with (tmp_path / "items.csv").open(newline="") as f:
+        assert sorted(row["url"] for row in csv.DictReader(f)) == urls
+    tree = ElementTree.parse(tmp_path / "items.xml")
+    assert sorted(e.text or "" for e in tree.iter("url")) == urls
+    assert sorted(i["url"] for i in json.loads((tmp_path / "items.json").read_text())) == urls
+    batches = [i for f in tmp_path.glob("items-*.jsonl") for i in _complete_lines(f)]
+    assert sorted(i["url"] for i in batches) == urls
+    assert result.stats["dedup/feeds/checkpoints"] >= 1
+    assert result.stats["dedup/feeds/held"] >= len(urls)
+    assert "dedup/feeds/unrecorded" not in result.stats
+    # What the run kept, the next one skips.
+    site.reset()
+    again = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert again.items == []
+    assert [p for p in site.fetched() if p.startswith("/article/")] == []
