@@ -78,9 +78,10 @@ class FeedCheckpoints:
         self.crawler = crawler
         self.stats = crawler.stats
         settings = crawler.settings
-        self.interval = CrawlState.of(crawler).config.feed_checkpoint
-        #: Whether Scrapy exports feeds; found at spider_opened.
-        self.active = bool(settings.getdict("FEEDS") or settings.get("FEED_URI"))
+        config = CrawlState.of(crawler).config
+        outlives_run = config.store.strip().lower() != "memory" or bool(settings.get("JOBDIR"))
+        #: Whether records wait: Scrapy exports feeds, and the store outlives the run.
+        self.active = outlives_run and bool(settings.getdict("FEEDS") or settings.get("FEED_URI"))
         self._exporter: FeedExporter | None = None
         self._why_not: str | None = None  # set: everything waits for the end
         self._failed = False  # a feed failed: nothing more is recorded
@@ -155,7 +156,7 @@ class FeedCheckpoints:
             # record wait one more checkpoint, so the item is written by then.
             self._phases = 2
         self._loop = create_looping_call(self.checkpoint)
-        self._loop.start(self.interval, now=False)
+        self._loop.start(CrawlState.of(self.crawler).config.feed_checkpoint, now=False)
 
     def _give_up(self, why: str) -> None:
         if self._why_not is None:
@@ -218,6 +219,11 @@ class FeedCheckpoints:
             else:  # being stored, or stored only when it closes
                 waits.append(entry)
         self.stats.inc_value("dedup/feeds/checkpoints")
+        # Slots closed and synced are done with (a batch file each).
+        waited = {id(entry) for batch in self._waiting for entry in batch.waits}
+        for key in [k for k, e in self._slots.items() if e.final and id(e) not in waited]:
+            if key not in current:
+                del self._slots[key]
         self.period += 1
         if not waits and not self._waiting:
             self._durable = self.period + 1 - self._phases
@@ -428,6 +434,9 @@ class DurableFileFeedStorage(FileFeedStorage):
         return storage
 
     def open(self, spider: Any) -> Any:
+        checkpoints = FeedCheckpoints._all.get(self.crawler) if self.crawler else None
+        if checkpoints is None or not checkpoints.active:
+            return super().open(spider)  # nobody would write it out before the end
         return _HeldFile(super().open(spider))
 
     def store(self, file: Any) -> None:

@@ -277,7 +277,7 @@ class DedupFrontierMiddleware:
             self._failed(response)
             return
         persist = request.meta.get("dedup_persist")
-        keep = persist is not False and (page.kept or persist is True)
+        keep = persist is not False and (page.kept > 0 or persist is True)
         if page.kept:
             # Its items must be on disk in the feeds first (scrapy_dedup.durable):
             # until then a kill -9 leaves it in the frontier.
