@@ -36,7 +36,12 @@ the HTTP cache off, ``LOG_LEVEL`` INFO to a file. Variants:
   (f: ``DUPEFILTER_CLASS = "scrapy_dedup.CanonicalDupeFilter"`` alone),
   ``nocontent`` (g: the add-on with ``DEDUP_CONTENT_ENABLED = False``: no
   content pipeline), ``nocanonical`` (h: ``DEDUP_CANONICAL_ENABLED = False``:
-  no rel=canonical middleware).
+  no rel=canonical middleware);
+- ``plainfeed`` (i) and ``sqlitefeed`` (j), only when named: plain Scrapy and
+  the add-on with SQLite, both with Scrapy's feed export to a local
+  ``items.jsonl`` (what ``-o items.jsonl`` sets): the cost of the feed
+  checkpoints (an fsync of the feed every ``DEDUP_FEED_CHECKPOINT`` second,
+  pages recorded after it), printed as a ratio of the two.
 
 The variants alternate, reversed every other round (a b c d, d c b a, ...).
 Wall and CPU time are of the crawl inside the child, from ``process.crawl()``
@@ -133,6 +138,10 @@ VARIANTS = [
     Variant("urlonly", "f", "(f) CanonicalDupeFilter alone"),
     Variant("nocontent", "g", "(g) add-on, DEDUP_CONTENT_ENABLED=False"),
     Variant("nocanonical", "h", "(h) add-on, DEDUP_CANONICAL_ENABLED=False"),
+    # Scrapy's feed export (what `-o items.jsonl` sets), plain and with the
+    # add-on + SQLite, whose feed checkpoints fsync it (DEDUP_FEED_CHECKPOINT):
+    Variant("plainfeed", "i", "(i) plain Scrapy, -o items.jsonl"),
+    Variant("sqlitefeed", "j", "(j) add-on, SQLite, -o items.jsonl"),
 ]
 DEFAULT_VARIANTS = ["plain", "memory", "sqlite", "learn"]
 
@@ -414,8 +423,13 @@ class Run:
     serial: int = 0
 
     def settings(self, variant: Variant, workdir: Path) -> dict[str, Any]:
+        feed = {"FEEDS": {str(workdir / "items.jsonl"): {"format": "jsonlines"}}}
         if variant.name == "plain":
             return {}
+        if variant.name == "plainfeed":
+            return feed
+        if variant.name == "sqlitefeed":
+            return {**ADDON, **feed, "DEDUP_STORE": f"sqlite:///{workdir / 'dedup.sqlite'}"}
         if variant.name == "urlonly":
             return {"DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter"}
         settings: dict[str, Any] = dict(ADDON)
@@ -586,6 +600,25 @@ def report(rows: dict[str, Row], results: Any) -> None:
         "median",
     ]
     print(table(header, out))
+    feeds = rows.get("plainfeed"), rows.get("sqlitefeed")
+    if feeds[0] is not None and feeds[1] is not None:
+        # The feed checkpoints' cost: the same -o feed, with and without the add-on.
+        anchor, ours = feeds
+        for what, name in (("wall", "wall time"), ("cpu", "CPU time")):
+            a, o = statistics.median(getattr(anchor, what)), statistics.median(getattr(ours, what))
+            print(f"   -o items.jsonl, add-on + SQLite vs plain Scrapy, {name}: {o / a:.3f}x")
+            if results is not None:
+                results.add(
+                    f"dup-free crawl, -o items.jsonl, add-on, SQLite: {name} "
+                    f"(median of {len(getattr(ours, what))}), vs plain Scrapy with the same feed",
+                    o,
+                    a,
+                    unit="s",
+                )
+        sqlite = rows.get("sqlite")
+        if sqlite is not None:
+            o, a = statistics.median(ours.wall), statistics.median(sqlite.wall)
+            print(f"   add-on + SQLite, with the -o feed vs without, wall time: {o / a:.3f}x")
     if plain is None:
         return
     for row in rows.values():
@@ -890,7 +923,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only",
         default=",".join(DEFAULT_VARIANTS),
         help="variants, comma-separated, by name or letter: plain (a), memory (b), "
-        "sqlite (c), learn (d), redis (e), urlonly (f), nocontent (g), nocanonical (h); "
+        "sqlite (c), learn (d), redis (e), urlonly (f), nocontent (g), nocanonical (h), "
+        "plainfeed (i), sqlitefeed (j); "
         "default a,b,c,d",
     )
     parser.add_argument(

@@ -24,6 +24,7 @@ _COMPONENTS = (
     ("ITEM_PIPELINES", "scrapy_dedup.ContentDedupPipeline", 350),
     ("SPIDER_MIDDLEWARES", "scrapy_dedup.DedupFrontierMiddleware", 10),
 )
+_FEED_STORAGE = "scrapy_dedup.durable.DurableFileFeedStorage"
 # Settings that may hold a password: shown redacted in Scrapy's log.
 _SECRET_SETTINGS = ("DEDUP_STORE", "REDIS_URL")
 
@@ -44,7 +45,9 @@ class DedupAddon:
     middleware (60; it only acts with ``DEDUP_LEARN``), the content pipeline
     (350) and the frontier spider middleware (10; it only acts with an SQLite
     store), each unless the project already lists it. A ``DUPEFILTER_CLASS``
-    the project set explicitly wins (said at INFO). With
+    the project set explicitly wins (said at INFO). Local feed files (``-o``)
+    are written by :class:`~scrapy_dedup.durable.DurableFileFeedStorage`,
+    unless the project names its own ``FEED_STORAGES`` for them. With
     ``DEDUP_ENABLED = False`` it adds nothing.
     """
 
@@ -74,6 +77,12 @@ class DedupAddon:
             )
         for setting, path, order in _COMPONENTS:
             _setdefault_component(settings, setting, path, order)
+        # Local feed files (-o) written at the frontier's checkpoints only,
+        # unless the project has storages of its own.
+        storages = dict(settings.getdict("FEED_STORAGES"))
+        for scheme in ("", "file"):
+            storages.setdefault(scheme, _FEED_STORAGE)
+        settings.set("FEED_STORAGES", storages, priority="addon")
 
 
 def _setdefault_component(settings: Any, name: str, path: str, order: int) -> None:

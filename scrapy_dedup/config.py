@@ -75,6 +75,9 @@ DEFAULTS: dict[str, Any] = {
     # how long a later run skips a kept page: None (for ever), seconds, or "7d", "12h", "30m"
     "DEDUP_RECRAWL_AFTER": None,
     "DEDUP_FRONTIER_RETRIES": 3,  # later runs that try a failed or unfinished request again
+    # seconds between feed checkpoints: local feed files (FEEDS, -o) are fsynced, then the
+    # pages whose items they hold are recorded for later runs
+    "DEDUP_FEED_CHECKPOINT": 1.0,
     # {scheme: "path.to.StoreClass"}: stores of your own, by DEDUP_STORE URI scheme
     "DEDUP_STORE_CLASSES": {},
     # Learned URL rules (CanonicalDupeFilter)
@@ -302,6 +305,7 @@ class DedupConfig:
     store_classes: dict[str, Any] = field(default_factory=dict)
     recrawl_after: float | None = None
     frontier_retries: int = 3
+    feed_checkpoint: float = 1.0
     # Learned URL rules
     learn: bool = False
     learn_min_support: int = 3
@@ -354,6 +358,7 @@ class DedupConfig:
             store_classes=r.mapping("DEDUP_STORE_CLASSES"),
             recrawl_after=read_duration("DEDUP_RECRAWL_AFTER", r.raw("DEDUP_RECRAWL_AFTER")),
             frontier_retries=r.number("DEDUP_FRONTIER_RETRIES", int, 0),
+            feed_checkpoint=r.number("DEDUP_FEED_CHECKPOINT", float, 0.0, above=True),
             learn=r.flag("DEDUP_LEARN"),
             learn_min_support=r.number("DEDUP_LEARN_MIN_SUPPORT", int, 1),
             learn_sample=r.number("DEDUP_LEARN_SAMPLE", float, 0.0, 1.0),

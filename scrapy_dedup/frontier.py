@@ -37,6 +37,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
 from scrapy_dedup.config import dedup_enabled
+from scrapy_dedup.durable import FeedCheckpoints
 from scrapy_dedup.serialize import request_from_json, request_to_json
 from scrapy_dedup.state import CrawlState
 
@@ -75,6 +76,7 @@ class _Page:
     finished: bool = False
     yielded: int = 0  # outputs in all
     failed: bool = False  # an error answer that gave nothing: a later run tries again
+    exported: int = -1  # the feeds' checkpoint period its last item was scraped in
 
 
 class DedupFrontierMiddleware:
@@ -102,6 +104,7 @@ class DedupFrontierMiddleware:
         state.summary.uses("frontier (for later runs, kill -9 safe)")
         self.stats = crawler.stats
         self.max_retries = state.config.frontier_retries
+        self.feeds = FeedCheckpoints.of(crawler)
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
         self._downloaded: set[int] = set()  # keys of restored requests this run downloaded
@@ -279,7 +282,13 @@ class DedupFrontierMiddleware:
             self.store.add_pending(key, text)
 
     def _item_scraped(self, item: Any, response: Response | None) -> None:
+        self._note_exported(response)
         self._item_out(response, kept=True)
+
+    def _note_exported(self, response: Response | None) -> None:
+        page = self._pages.get(id(response)) if response is not None else None
+        if page is not None:
+            page.exported = self.feeds.period
 
     def _item_dropped(self, item: Any, response: Response | None, exception: Any) -> None:
         # A duplicate's text is kept under another URL: that counts as kept.
@@ -314,10 +323,22 @@ class DedupFrontierMiddleware:
             self._failed(response)
             return
         persist = request.meta.get("dedup_persist")
-        if persist is not False and (page.kept or persist is True):
-            for key, info, url in self.keys.page(request):
-                self.store.keep_url(key, info, url)
-        self.store.done_pending(page.key)
+        keep = persist is not False and (page.kept > 0 or persist is True)
+        if page.kept:
+            # Its items must be on disk in the feeds first (scrapy_dedup.durable):
+            # until then a kill -9 leaves it in the frontier.
+            self.feeds.after_feeds(
+                lambda: self._record(request, page.key, keep), exported=page.exported
+            )
+        else:
+            self._record(request, page.key, keep)
+
+    def _record(self, request: Request, key: int, keep: bool) -> None:
+        """The page is done: kept for later runs (``keep``), off the frontier."""
+        if keep:
+            for url_key, info, url in self.keys.page(request):
+                self.store.keep_url(url_key, info, url)
+        self.store.done_pending(key)
         for hop in self.keys.hops(request):
             self.store.done_pending(hop)
 

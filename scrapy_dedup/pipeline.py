@@ -11,6 +11,7 @@ from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_dedup.config import dedup_enabled
+from scrapy_dedup.durable import FeedCheckpoints
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
@@ -96,6 +97,7 @@ class ContentDedupPipeline:
         # Writes of kept items wait until the item is out of every pipeline,
         # so a store that outlives the run never records an item that was lost.
         self._held: dict[int, tuple[Any, Any]] = {}
+        self.feeds = FeedCheckpoints.of(crawler)
         self.report = self.state.summary.report  # DEDUP_REPORT: duplicate clusters
         crawler.signals.connect(self._item_done, signal=signals.item_scraped)
         crawler.signals.connect(self._item_lost, signal=signals.item_dropped)
@@ -138,7 +140,12 @@ class ContentDedupPipeline:
     def _item_done(self, item: Any) -> None:
         entry = self._held.pop(id(item), None)
         if entry is not None and self.store is not None:
-            self.store.release(entry[1])
+            store, token = self.store, entry[1]
+            if store.persistent:
+                # Kept for later runs once the item is on disk in the feeds too.
+                self.feeds.after_feeds(lambda: store.release(token))
+            else:
+                store.release(token)
 
     def _item_lost(self, item: Any) -> None:
         entry = self._held.pop(id(item), None)

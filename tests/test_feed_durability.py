@@ -1,0 +1,237 @@
+"""`scrapy crawl -o items.jsonl`, killed with kill -9 several times and run
+again to the end: every real page gives exactly one item across the feeds of
+all runs. A page counts as kept for later runs only once its items are on
+disk in every feed (scrapy_dedup.durable)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+from scrapy.utils.defer import deferred_f_from_coro_f
+
+from tests.conftest import crawl
+from tests.crawl_worker import NewsSpider
+from tests.site import Site, article, store_stage_routes
+from tests.test_persistence import HOME_TEXT, _kill_after
+from tests.test_store_crawls import ROOT, _path
+
+GZIP = "scrapy.extensions.postprocessing.GzipPlugin"
+SETTINGS = """
+SPIDER_MODULES = ["tests.crawl_worker"]
+ROBOTSTXT_OBEY = False
+TELNETCONSOLE_ENABLED = False
+RETRY_ENABLED = False
+LOG_LEVEL = "INFO"
+CONCURRENT_REQUESTS = 2
+ADDONS = {{"scrapy_dedup.DedupAddon": 100}}
+DEDUP_STORE = "sqlite:///{db}"
+"""
+
+
+def _project(tmp_path: Path, **extra: Any) -> Path:
+    """A Scrapy project whose spider is tests.crawl_worker.NewsSpider."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "scrapy.cfg").write_text("[settings]\ndefault = feedproj\n")
+    text = SETTINGS.format(db=tmp_path / "dedup.db")
+    text += "".join(f"{name} = {value!r}\n" for name, value in extra.items())
+    (project / "feedproj.py").write_text(text)
+    return project
+
+
+def _scrapy_crawl(project: Path, start: str, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"start={start}", *args],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _complete_lines(path: Path) -> list[dict[str, Any]]:
+    """The items of a JSON lines feed; after kill -9 its last line may be cut."""
+    items = []
+    for line in path.read_bytes().split(b"\n"):
+        try:
+            items.append(json.loads(line))
+        except ValueError:
+            assert line == path.read_bytes().split(b"\n")[-1], f"a broken line inside {path}"
+    return items
+
+
+@pytest.fixture
+def news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
+    """About 60 pages; every article (and the home page) has a text of its own."""
+    routes, content = store_stage_routes(delay=0.03)
+    fresh_site.routes.update(routes)
+    fresh_site.routes["/"] = lambda q: article(
+        "Home", HOME_TEXT, "/list/1", "/list/1?utm_medium=home", "/article/chain-1"
+    )
+    content["/"] = "home"
+    return fresh_site, content
+
+
+def _kill_runs_then_finish(
+    site: Site, project: Path, feed: str, kills: list[int]
+) -> tuple[list[Path], str]:
+    """Runs the same command with a new feed each run: killed (kill -9) after
+    ``kills[i]`` fetches, then once to the end. Returns the feeds' folder
+    contents and the last run's log."""
+    start = site.url("/", host="127.0.0.1")
+    for run, fetched in enumerate(kills, 1):
+        site.reset()
+        _kill_after(_scrapy_crawl(project, start, "-o", feed % {"run": run}), site, fetched)
+    site.reset()
+    last = _scrapy_crawl(project, start, "-o", feed % {"run": len(kills) + 1})
+    log, _ = last.communicate(timeout=180)
+    assert last.returncode == 0, log
+    return sorted(project.glob("run*.jsonl")), log
+
+
+def _names_per_feed(feeds: list[Path], content: dict[str, str]) -> Counter[str]:
+    return Counter(content[_path(item["url"])] for f in feeds for item in _complete_lines(f))
+
+
+def test_scrapy_crawl_o_killed_three_times_loses_no_item(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    site, content = news
+    project = _project(tmp_path)
+    feeds, log = _kill_runs_then_finish(site, project, "run%(run)d.jsonl", [12, 10, 8])
+    names = _names_per_feed(feeds, content)
+    # Every real content came out, in a feed file on disk...
+    assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
+    # ...once: a page counts as kept only once its item is on disk, and the
+    # items of the pages in flight at a kill were not on disk either. (A kill
+    # during a checkpoint's sync, about a millisecond a second, would write
+    # that checkpoint's items again.)
+    assert [name for name, n in names.items() if n > 1] == [], log
+    assert "dedup/frontier/restored" in log
+
+
+@pytest.mark.parametrize(
+    "uri", ["run%(run)d-%%(batch_id)d.jsonl", "run%(run)d-%%(batch_time)s.jsonl"]
+)
+def test_batches_of_a_feed_killed_loses_no_item(
+    news: tuple[Site, dict[str, str]], tmp_path: Path, uri: str
+) -> None:
+    site, content = news
+    project = _project(tmp_path, FEED_EXPORT_BATCH_ITEM_COUNT=4)
+    kills = [12, 10, 8, 8]
+    feeds, log = _kill_runs_then_finish(site, project, uri, kills)
+    assert len(feeds) > 10  # batches of 4 items, in files of their own
+    names = _names_per_feed(feeds, content)
+    assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
+    # A batch reaches its file when it is full, and its pages are recorded
+    # right after it is synced: a kill -9 in between (the kill comes just
+    # after an item here, when a batch closes) writes that batch again.
+    doubled = [name for name, n in names.items() if n > 1]
+    assert len(doubled) <= 4 * len(kills), (doubled, log)
+
+
+def test_kill_9_leaves_whole_lines_and_the_next_run_appends_after_them(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    """The usual `-o items.jsonl` (append), the same file every run."""
+    site, content = news
+    project = _project(tmp_path)
+    feeds, log = _kill_runs_then_finish(site, project, "run.jsonl", [12, 10])
+    assert len(feeds) == 1
+    lines = feeds[0].read_bytes().split(b"\n")
+    assert lines[-1] == b""  # the last run closed its feed
+    items = [json.loads(line) for line in lines[:-1]]  # every line whole
+    names = Counter(content[_path(item["url"])] for item in items)
+    assert set(names) == set(content.values()), log
+
+
+def _gunzip_what_is_there(path: Path) -> bytes:
+    """A gzip file a kill -9 cut short: what can be read of it."""
+    reader = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        return reader.decompress(path.read_bytes())
+    except zlib.error:
+        return b""
+
+
+def test_a_feed_stored_when_it_closes_leaves_the_killed_runs_pages_to_the_next(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    """A gzip feed is complete only when it closes (as S3, GCS and FTP feeds
+    are stored only then): the killed run records none of the pages that gave
+    items (a page whose items were all duplicates is recorded at once: the
+    page that gave the text is fetched again), and the next run's feed has them."""
+    site, content = news
+    project = _project(tmp_path)
+    start = site.url("/", host="127.0.0.1")
+
+    def gzip_feed(run: int) -> str:
+        options = {"format": "jsonlines", "postprocessing": [GZIP]}
+        return "FEEDS=" + json.dumps({f"run{run}.jsonl.gz": options})
+
+    site.reset()
+    _kill_after(_scrapy_crawl(project, start, "-s", gzip_feed(1)), site, 30)
+    site.reset()
+    last = _scrapy_crawl(project, start, "-s", gzip_feed(2))
+    log, _ = last.communicate(timeout=180)
+    assert last.returncode == 0, log
+    names: Counter[str] = Counter()
+    for run in (1, 2):
+        path = project / f"run{run}.jsonl.gz"
+        data = _gunzip_what_is_there(path) if path.exists() else b""
+        lines = data.split(b"\n")
+        names.update(content[_path(json.loads(line)["url"])] for line in lines[:-1])
+    assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
+
+
+@deferred_f_from_coro_f
+async def test_every_format_is_written_whole_through_the_checkpoints(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    site, content = news
+    feeds = {
+        str(tmp_path / "items.csv"): {"format": "csv"},
+        str(tmp_path / "items.xml"): {"format": "xml"},
+        str(tmp_path / "items.json"): {"format": "json"},
+        f"file://{tmp_path}/items-%(batch_id)d.jsonl": {
+            "format": "jsonlines",
+            "batch_item_count": 7,
+        },
+    }
+    settings = {
+        "ADDONS": {"scrapy_dedup.DedupAddon": 100},
+        "DEDUP_STORE": f"sqlite:///{tmp_path}/d.db",
+        "FEEDS": feeds,
+        "DEDUP_FEED_CHECKPOINT": 0.05,
+    }
+    result = await crawl(NewsSpider, settings, start=site.url("/"))
+    urls = sorted(item["url"] for item in result.items)
+    assert len(urls) == len(set(content.values()))
+    with (tmp_path / "items.csv").open(newline="") as f:
+        assert sorted(row["url"] for row in csv.DictReader(f)) == urls
+    tree = ElementTree.parse(tmp_path / "items.xml")
+    assert sorted(e.text or "" for e in tree.iter("url")) == urls
+    assert sorted(i["url"] for i in json.loads((tmp_path / "items.json").read_text())) == urls
+    batches = [i for f in tmp_path.glob("items-*.jsonl") for i in _complete_lines(f)]
+    assert sorted(i["url"] for i in batches) == urls
+    assert result.stats["dedup/feeds/checkpoints"] >= 1
+    assert result.stats["dedup/feeds/held"] >= len(urls)
+    assert "dedup/feeds/unrecorded" not in result.stats
+    # What the run kept, the next one skips.
+    site.reset()
+    again = await crawl(NewsSpider, settings, start=site.url("/"))
+    assert again.items == []
+    assert [p for p in site.fetched() if p.startswith("/article/")] == []
