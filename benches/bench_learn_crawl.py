@@ -81,6 +81,7 @@ def main() -> None:
     from twisted.internet.interfaces import IResolverSimple
     from zope.interface import implementer
 
+    from scrapy_dedup.report import savings
     from tests.messy_site import MessySite
 
     model = MessySite(products=args.products, stories=stories)
@@ -202,6 +203,11 @@ def main() -> None:
             rules = [c.stats.get_stats().get("dedup/learn/rules", 0) for c in crawlers]
             results[name] = {
                 "fetches": len(served),
+                "requests": sum(
+                    c.stats.get_value("downloader/request_count", 0) for c in crawlers
+                ),
+                # What the log's summary line says was saved beyond Scrapy's filter.
+                "summary_saved": sum(savings(c.stats.get_stats())["fetches"] for c in crawlers),
                 "lost": len(real - fetched),
                 "doubled": sum(1 for n in items.values() if n > 1),
                 "items": sum(items.values()),
@@ -241,6 +247,15 @@ def main() -> None:
             f"| {r['items']:,.0f} ({r['doubled']:.0f}) | {r['wall']:.1f} "
             f"| {1000 * r['cpu'] / r['fetches']:.2f} | {r['rules']:.0f} |"
         )
+    if "scrapy" in results:
+        print("\n| crawl | summary: fetches saved | plain Scrapy's requests - this crawl's |")
+        print("| --- | --- | --- |")
+        for name, r in results.items():
+            if name != "scrapy":
+                print(
+                    f"| {name} | {r['summary_saved']:,.0f} "
+                    f"| {results['scrapy']['requests'] - r['requests']:,.0f} |"
+                )
     if args.json:
         write_json(args.json, results, len(real))
     if "add-on + learn" not in results or "add-on" not in results:

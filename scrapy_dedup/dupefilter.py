@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, cast
 
 from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter, RFPDupeFilter
-from scrapy.utils.request import referer_str
+from scrapy.utils.request import RequestFingerprinter, referer_str
+from w3lib.url import canonicalize_url
 
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.config import dedup_enabled
@@ -16,6 +18,7 @@ from scrapy_dedup.learn import Skip
 from scrapy_dedup.learning import learned_rules
 from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import CrawlState
+from scrapy_dedup.stores.compact import CompactMap
 from scrapy_dedup.url import RULES, UNPARSED
 
 if TYPE_CHECKING:
@@ -32,6 +35,9 @@ _REASONS = (*RULES, "exact", "rel_canonical", "previous_run")
 # are kept, so the report's examples name the URL each request was seen as.
 _REPORT_FIRST_URLS = 100_000
 _REASON_STATS = {name: f"dedup/url/filtered/{name}" for name in _REASONS}
+#: Where a fetch Scrapy's own filter would have made was saved (docs/stats.md).
+SAVED_BY = ("url_rules", "previous_run", "rel_canonical", "learned", "dont_filter")
+_SAVED_STATS = {name: f"dedup/url/saved/{name}" for name in SAVED_BY}
 _WHY = {
     "exact": "the same URL",
     "previous_run": "fetched by an earlier run",
@@ -45,6 +51,50 @@ def _why(reasons: tuple[str, ...]) -> str:
         return _WHY[reasons[0]]
     # The rule names of DEDUP_URL_RULES, so the reader knows what to switch off.
     return f"the same URL once these differences are ignored: {', '.join(reasons)}"
+
+
+# URLs that w3lib's canonicalize_url (Scrapy's fingerprint) leaves as they are:
+# lowercase host, a path of plain segments, a query of sorted name=value pairs
+# (sorted in _scrapy_canonical). Most links are; the others are canonicalized.
+_W3LIB_CANONICAL = re.compile(
+    r"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?::[0-9]{1,5})?"
+    r"/(?:[A-Za-z0-9_~-][A-Za-z0-9._~-]*(?:/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)*/?)?"
+    r"(?:\?[A-Za-z0-9._~=&+-]+)?"
+)
+
+
+def _scrapy_canonical(url: str) -> str:
+    """``w3lib.url.canonicalize_url(url)`` (without the fragment), computed only
+    when ``url`` is not already in that form: a quarter of the cost of
+    Scrapy's fingerprint, most of which is that function."""
+    url = url.partition("#")[0]
+    if _W3LIB_CANONICAL.fullmatch(url):
+        query = url.partition("?")[2]
+        if not query:
+            return url
+        pairs = [part.partition("=") for part in query.split("&")]
+        if all(name and equals and "=" not in value for name, equals, value in pairs):
+            plain = [(name, value) for name, _, value in pairs]
+            ordered = sorted(plain)
+            if plain == ordered:
+                return url
+            # (Safe characters only: canonicalize_url just sorts the pairs.)
+            base = url.partition("?")[0]
+            return base + "?" + "&".join(f"{name}={value}" for name, value in ordered)
+    try:
+        return canonicalize_url(url)
+    except (ValueError, UnicodeError):
+        return url
+
+
+def _saved_by(reasons: tuple[str, ...]) -> str:
+    """What saved a fetch that Scrapy's own filter would have made."""
+    for source in ("previous_run", "rel_canonical"):
+        if source in reasons:
+            return source
+    # The same URL as a request sent with dont_filter (start URLs): Scrapy
+    # never records those, so it fetches the URL again when a page links to it.
+    return "dont_filter" if reasons == ("exact",) else "url_rules"
 
 
 class CanonicalDupeFilter(BaseDupeFilter):
@@ -70,7 +120,17 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self.report = state.summary.report  # DEDUP_REPORT: examples per rule
         # Only with debug on (or a report): which URL first claimed each key, for the log.
         self._first_urls: dict[int, str] = {}
-        self._last: tuple[Request, int, int, int, str] | None = None
+        self._last: tuple[Request, int, int, int, str, bool] | None = None
+        # 64-bit hashes of Scrapy's own fingerprints of the requests it was
+        # asked about (what RFPDupeFilter's set holds, in about 20 bytes a
+        # request): a request filtered here is a fetch saved only if not among them.
+        self._plain = CompactMap()
+        fingerprinter = crawler.request_fingerprinter
+        # Scrapy's default fingerprint is (method, canonicalize_url(url), body):
+        # that key, hashed, without its cost. A custom one is asked.
+        self._custom_fingerprint = (
+            None if type(fingerprinter) is RequestFingerprinter else fingerprinter.fingerprint
+        )
         # Keys a redirect was let through for: once each, so that follow-up
         # requests carrying a copied redirect_urls meta are still filtered.
         self._redirected: set[int] = set()
@@ -90,7 +150,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._started: set[int] = set()
         # DEDUP_LEARN: URL rules learned from the pages fetched (scrapy_dedup.learning).
         self.learned = learned_rules(state)
-        self._learned: tuple[Request, Skip] | None = None
+        self._learned: tuple[Request, Skip, bool] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -135,10 +195,32 @@ class CanonicalDupeFilter(BaseDupeFilter):
 
     # Scrapy's dupefilter API ----------------------------------------------
 
+    def _plain_seen(self, request: Request) -> bool:
+        """Whether Scrapy's own filter (RFPDupeFilter, with the crawler's
+        request fingerprinter) would have filtered ``request``; it records it."""
+        if self._custom_fingerprint is None:
+            key = (request.method, _scrapy_canonical(request.url), request.body)
+            fingerprint = hash(key) & 0xFFFF_FFFF_FFFF_FFFF
+        else:
+            fingerprint = int.from_bytes(self._custom_fingerprint(request)[:8], "little")
+        return self._plain.setdefault(fingerprint, 1) is not None
+
     def request_seen(self, request: Request) -> bool:
+        plain_seen = self._plain_seen(request)
+        if self._seen(request, plain_seen):
+            return True
+        if plain_seen:
+            # Fetched, where Scrapy's own filter would not have: the summary
+            # takes it off the fetches saved.
+            self._stats.inc("dedup/url/scrapy_filters")
+        return False
+
+    def _seen(self, request: Request, plain_seen: bool) -> bool:
         request_key, first = self._record(request)
         if first is None:
-            return self.learned is not None and self._learned_copy(request, request_key)
+            return self.learned is not None and self._learned_copy(
+                request, request_key, plain_seen
+            )
         key = request_key.key
         if first & PREVIOUS_RUN and key not in self._started and self._resumed(request):
             # Once per run, an earlier run does not make these skipped (a
@@ -161,10 +243,10 @@ class CanonicalDupeFilter(BaseDupeFilter):
                     {"request": request, "source": request.meta["redirect_urls"][-1]},
                 )
             return False
-        self._last = (request, key, request_key.mask, first, request_key.url)
+        self._last = (request, key, request_key.mask, first, request_key.url, plain_seen)
         return True
 
-    def _learned_copy(self, request: Request, request_key: RequestKey) -> bool:
+    def _learned_copy(self, request: Request, request_key: RequestKey, plain_seen: bool) -> bool:
         """Whether a learned rule makes this new request a copy of a fetched
         page: then it is kept (fetched again if the rule fails) and filtered."""
         assert self.learned is not None
@@ -179,7 +261,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
             # Its row stays in the store's frontier: a later run gets it back
             # and checks it again.
             self.state.unsent.pop(request_key.key, None)
-        self._learned = (request, skip)
+        self._learned = (request, skip, plain_seen)
         return True
 
     @staticmethod
@@ -196,11 +278,13 @@ class CanonicalDupeFilter(BaseDupeFilter):
     def log(self, request: Request, spider: Spider | None = None) -> None:
         """Called by the scheduler for each request that ``request_seen`` filtered."""
         if self._learned is not None and self._learned[0] is request:
-            skip = self._learned[1]
+            _, skip, plain_seen = self._learned
             self._learned = self._last = None
             self._inc_value("dupefilter/filtered")
             self._stats.inc("dedup/url/filtered")
             self._stats.inc("dedup/url/filtered/learned")
+            if not plain_seen:
+                self._saved("learned")
             if self.report is not None:
                 self.report.url_filtered(("learned",), request.url, skip.copy_of, skip.copy_of)
             if self.debug:
@@ -216,10 +300,11 @@ class CanonicalDupeFilter(BaseDupeFilter):
                 )
             return
         if self._last is not None and self._last[0] is request:
-            _, key, mask, first, canonical = self._last
+            _, key, mask, first, canonical, plain_seen = self._last
         else:  # called without a matching request_seen(): work it out again
             key, canonical, mask = self.keys.compute(request)
             first = self.store.get_url(key) or 0
+            plain_seen = self._plain_seen(request)
         self._last = None
         reasons = merge_reasons(request.url, mask, first)
         # Exact at once, as with Scrapy's filter (its own tests read it right after log()).
@@ -227,10 +312,17 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._stats.inc("dedup/url/filtered")
         for reason in reasons:
             self._stats.inc(_REASON_STATS[reason])
+        if not plain_seen:
+            self._saved(_saved_by(reasons))
         if self.report is not None:
             seen_as = request.url if reasons == ("exact",) else self._first_urls.get(key)
             self.report.url_filtered(reasons, request.url, canonical, seen_as)
         self._log_filtered(request, key, reasons)
+
+    def _saved(self, source: str) -> None:
+        """A filtered request that Scrapy's own filter would have let through."""
+        self._stats.inc("dedup/url/saved")
+        self._stats.inc(_SAVED_STATS[source])
 
     def _log_filtered(self, request: Request, key: int, reasons: tuple[str, ...]) -> None:
         if self.debug:
@@ -287,3 +379,4 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self.store.clear(urls_only=True)
         self._first_urls.clear()
         self._redirected.clear()
+        self._plain.clear()

@@ -332,6 +332,10 @@ class LearnedRulesMiddleware:
         self.state.unsent.pop(key.key, None)
         self.stats.inc_value("dedup/url/filtered")
         self.stats.inc_value("dedup/url/filtered/learned")
+        # Scrapy's own filter let it through too (or the dupefilter counted the
+        # fetch it would have made as one Scrapy does not: dedup/url/scrapy_filters).
+        self.stats.inc_value("dedup/url/saved")
+        self.stats.inc_value("dedup/url/saved/learned")
         if self.state.summary.report is not None:
             self.state.summary.report.url_filtered(
                 ("learned",), request.url, skip.copy_of, skip.copy_of

@@ -28,6 +28,9 @@ __all__ = ["ContentDedupPipeline", "DuplicateItem"]
 
 logger = logging.getLogger(__name__)
 
+#: Items checked for DEDUP_TEXT_FIELD: a warning when more than half lack it.
+_TEXT_FIELD_SAMPLE = 20
+
 
 class DuplicateItem(DropItem):
     """The ``DropItem`` this pipeline raises for a duplicate (its text is kept
@@ -78,6 +81,10 @@ class ContentDedupPipeline:
         self.stats = crawler.stats
         self._logged_first = False
         self._warned_mark = False
+        # [items checked, items without any text field] until the first
+        # _TEXT_FIELD_SAMPLE items are checked; then None.
+        self._lacking: list[int] | None = [0, 0]
+        self._fields_seen: set[str] = set()
         self.canonical_similarity = config.canonical_min_similarity
         self._filing_method = MinHashMethod(threshold=max(self.canonical_similarity, 0.01))
         # The default near method computes the very same signature: reuse it then.
@@ -113,6 +120,7 @@ class ContentDedupPipeline:
         self.state.attach()
 
     def close_spider(self) -> None:
+        self._warn_text_fields()  # a crawl of fewer items than the sample
         if self._held:
             # A later pipeline returned another object than it was given: the
             # item came out, but its text is not recorded for later runs.
@@ -156,52 +164,79 @@ class ContentDedupPipeline:
         assert self.store is not None
         # A plain dict is its own adapter (ItemAdapter's costs more than the lookups).
         adapter: MutableMapping[str, Any] = item if type(item) is dict else ItemAdapter(item)
-        url = _as_url(adapter.get(self.url_field))
+        fetched = _as_url(adapter.get(self.url_field))
         text = extract_text(adapter, self.text_fields)
-        fetched = url
-        filed, signature = self._filing(url, text)
-        if filed is not None and filed[0] != url:
-            self._file_under(adapter, filed[0], url)
-            url = filed[0]
-        elif self._cleaner is not None and url:
-            # The URL the page declares its own, else the fetched one, without
-            # what the URL rules drop (?utm_source=..., ;jsessionid=..., #top).
-            own = filed[3] if filed is not None and filed[3] else url
-            clean = self._cleaner.canonicalize(own)
-            if clean != url and self._keep_fetched(adapter, url):
-                adapter[self.url_field] = clean
-                url = clean
+        if self._lacking is not None:
+            self._check_text_fields(adapter)
+        url, filed, signature = self._place(adapter, fetched, text)
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
         if filed is not None and filed[1]:
             why = "a page filed under this URL first has items with this text"
             return self._duplicate(item, adapter, "canonical", url, url, why, fetched=fetched)
-
         digest = content_digest(text)
+        found, fingerprint = self._match(digest, text, url, signature)
+        if found is not None:
+            kind, first, why, similarity = found
+            return self._duplicate(item, adapter, kind, first, url, why, similarity)
+        return self._keep(item, adapter, url, digest, fingerprint, (filed, signature))
+
+    def _place(
+        self, adapter: MutableMapping[str, Any], url: str, text: str | None
+    ) -> tuple[str, tuple[str, bool, int, str | None] | None, Any]:
+        """``(the URL the item is kept under, its rel=canonical filing, the
+        text's filing signature)``; the item's URL field is set to that URL."""
+        filed, signature = self._filing(url, text)
+        if filed is not None and filed[0] != url:
+            self._file_under(adapter, filed[0], url)
+            return filed[0], filed, signature
+        if self._cleaner is not None and url:
+            # The URL the page declares its own, else the fetched one, without
+            # what the URL rules drop (?utm_source=..., ;jsessionid=..., #top).
+            own = filed[3] if filed is not None and filed[3] else url
+            clean = self._cleaner.canonicalize(own)
+            if clean != url and self._keep_fetched(adapter, url):
+                adapter[self.url_field] = clean
+                return clean, filed, signature
+        return url, filed, signature
+
+    def _match(
+        self, digest: bytes, text: str, url: str, signature: Any
+    ) -> tuple[tuple[str, str, str, float | None] | None, Any]:
+        """``((kind, kept URL, why, similarity) of the item kept with this
+        text, or None; the text's near-duplicate fingerprint)``."""
+        assert self.store is not None
         first = self.store.get_content(digest)
         if first is not None:
             if first == url and self._recrawled(url):
                 why = "fetched again (DEDUP_RECRAWL_AFTER, or forgotten), its text has not changed"
-                return self._duplicate(item, adapter, "unchanged", first, url, why)
-            return self._duplicate(item, adapter, "exact", first, url, "identical text")
+                return ("unchanged", first, why, None), None
+            return ("exact", first, "identical text", None), None
         fingerprint = self._near_fingerprint(text, signature)
-        if fingerprint is not None:
-            assert self.near is not None
-            match = self.store.match_near(self.near, fingerprint)
-            # A page is never a duplicate of itself: its text changed a little
-            # since an earlier run kept it (a recrawl, a forgotten URL).
-            if match is not None and match[0] != url:
-                first, score = match
-                return self._duplicate(
-                    item,
-                    adapter,
-                    "near",
-                    first,
-                    url,
-                    self.near.describe(score),
-                    score if isinstance(score, float) else None,
-                )
+        if fingerprint is None:
+            return None, None
+        assert self.near is not None
+        match = self.store.match_near(self.near, fingerprint)
+        # A page is never a duplicate of itself: its text changed a little
+        # since an earlier run kept it (a recrawl, a forgotten URL).
+        if match is None or match[0] == url:
+            return None, fingerprint
+        first, score = match
+        similarity = score if isinstance(score, float) else None
+        return ("near", first, self.near.describe(score), similarity), fingerprint
+
+    def _keep(
+        self,
+        item: Any,
+        adapter: MutableMapping[str, Any],
+        url: str,
+        digest: bytes,
+        fingerprint: Any,
+        filing: tuple[tuple[str, bool, int, str | None] | None, Any],
+    ) -> Any:
+        """Record a kept item's text (and its fingerprints) under ``url``."""
+        assert self.store is not None
         # Only kept items' texts are recorded, so a duplicate always names a kept
         # item. Claiming the digest settles a race between workers with the same
         # text before the near-duplicate index names this item.
@@ -210,12 +245,42 @@ class ContentDedupPipeline:
             return self._duplicate(item, adapter, "exact", first, url, "identical text")
         if fingerprint is not None:
             self.store.add_near(self.near, fingerprint, url)  # type: ignore[arg-type]
+        filed, signature = filing
         if signature is not None and filed is not None:
             self.store.add_filed(filed[2], self._filing_method.encode(signature))
         self.stats.inc_value("dedup/items/unique")
         if self.recrawls and self._recrawled(url):
             self.stats.inc_value("dedup/items/changed")
         return item
+
+    def _check_text_fields(self, adapter: MutableMapping[str, Any]) -> None:
+        """Warn once when most of the first items have none of the text fields
+        (``DEDUP_TEXT_FIELD`` misspelt): content dedup would do nothing."""
+        lacking = self._lacking
+        assert lacking is not None
+        lacking[0] += 1
+        if not any(name in adapter for name in self.text_fields):
+            lacking[1] += 1
+            self._fields_seen.update(str(name) for name in adapter)
+        if lacking[0] >= _TEXT_FIELD_SAMPLE:
+            self._warn_text_fields()
+
+    def _warn_text_fields(self) -> None:
+        lacking, self._lacking = self._lacking, None
+        if lacking is None or not lacking[1] or 2 * lacking[1] <= lacking[0]:
+            return
+        fields = sorted(self._fields_seen)
+        logger.warning(
+            "%s of the first %s items have no %s field: their text is not compared "
+            "(dedup/items/no_text). Set DEDUP_TEXT_FIELD to the field that holds the "
+            "page's text; these items have: %s",
+            lacking[1],
+            lacking[0],
+            " or ".join(self.text_fields),
+            ", ".join(fields[:20]) + (f" and {len(fields) - 20} more" if len(fields) > 20 else "")
+            if fields
+            else "no field",
+        )
 
     def _recrawled(self, url: str) -> bool:
         """Whether the page at ``url`` was kept by an earlier run and fetched

@@ -42,7 +42,11 @@ _SAVED_BY = (
     ("previous_run", "earlier runs"),
     ("rel_canonical", "rel=canonical"),
     ("learned", "learned rules"),
+    ("dont_filter", "start URLs linked again"),
 )
+#: Responses a byte estimate needs: below, their average says little (a
+#: second run may download only its start pages and robots.txt).
+MIN_RESPONSES_FOR_BYTES = 20
 ITEM_KINDS = ("exact", "near", "canonical", "unchanged")
 #: What the reasons that are not DEDUP_URL_RULES names mean, on the page.
 _REASONS = {
@@ -61,32 +65,32 @@ def _get(stats: dict[str, Any], name: str) -> int:
 
 
 def savings(stats: dict[str, Any]) -> dict[str, Any]:
-    """Fetches saved beyond what Scrapy's own filter saves, by source, and the
-    bytes they would have cost, from a crawl's stats.
+    """Fetches saved beyond what Scrapy's own filter saves, by source, and an
+    estimate of the bytes they would have cost, from a crawl's stats.
 
-    A request counts once: the same URL again (which Scrapy filters too) is
-    not a saving, and requests skipped and then fetched after all (a learned
-    rule that failed, a host whose rel=canonical lost trust) are not either.
+    A filtered request counts when Scrapy's own filter would have fetched it
+    (``dedup/url/saved``: its Scrapy fingerprint was new to the crawl), once
+    per fingerprint; requests skipped and then fetched after all (a learned
+    rule that failed, a host whose rel=canonical lost trust) do not count.
+    ``bytes`` is ``None`` (not estimated) when fewer than
+    :data:`MIN_RESPONSES_FOR_BYTES` responses were downloaded.
     """
-    filtered = _get(stats, "dedup/url/filtered")
-    learned_back = _get(stats, "dedup/learn/released") + _get(stats, "dedup/learn/audited")
+    saved = {key: _get(stats, f"dedup/url/saved/{key}") for key, _ in _SAVED_BY}
+    saved["learned"] -= _get(stats, "dedup/learn/released") + _get(stats, "dedup/learn/audited")
     # (A target skipped on trust was filtered at most once, however often refetched.)
-    canonical_back = min(
-        _get(stats, "dedup/canonical/refetched"),
-        _get(stats, "dedup/url/filtered/rel_canonical"),
+    saved["rel_canonical"] -= min(
+        _get(stats, "dedup/canonical/refetched"), saved["rel_canonical"]
     )
-    beyond = max(0, filtered - _get(stats, "dedup/url/filtered/exact") - learned_back)
-    beyond = max(0, beyond - canonical_back)
-    by = {
-        "previous_run": _get(stats, "dedup/url/filtered/previous_run"),
-        "rel_canonical": _get(stats, "dedup/url/filtered/rel_canonical") - canonical_back,
-        "learned": _get(stats, "dedup/url/filtered/learned") - learned_back,
-    }
-    by = {name: max(0, n) for name, n in by.items()}
-    by = {"url_rules": max(0, beyond - sum(by.values())), **by}
+    by = {key: max(0, n) for key, n in saved.items()}
+    # Fetched here, and not by Scrapy's own filter (a redirect let through to a
+    # URL Scrapy had seen; a key finer than Scrapy's fingerprint).
+    extra = _get(stats, "dedup/url/scrapy_filters")
+    fetches = max(0, sum(by.values()) - extra)
     responses = _get(stats, "downloader/response_count")
-    average = _get(stats, "downloader/response_bytes") / responses if responses else 0.0
-    return {"fetches": beyond, "by": by, "bytes": round(beyond * average)}
+    estimate: int | None = None
+    if responses >= MIN_RESPONSES_FOR_BYTES:
+        estimate = round(fetches * _get(stats, "downloader/response_bytes") / responses)
+    return {"fetches": fetches, "by": by, "extra": extra, "bytes": estimate}
 
 
 def _bounded_add(examples: list[Any], example: Any, limit: int = EXAMPLES) -> None:
@@ -220,6 +224,7 @@ def build_report(
             "requests_filtered": _get(stats, "dedup/url/filtered"),
             "responses": _get(stats, "downloader/response_count"),
             "fetches_saved": saved["fetches"],
+            "fetches_scrapy_filters": saved["extra"],
             "bytes_not_downloaded": saved["bytes"],
             "items_kept": _get(stats, "dedup/items/unique"),
             "items_dropped": sum(dropped.values()),
@@ -337,8 +342,27 @@ def _size(n: float) -> str:
 
 def render_html(report: dict[str, Any]) -> str:
     """The report as one HTML page that needs nothing else to open."""
-    t = report["totals"]
     out = [
+        *_html_head(report),
+        *_html_totals(report["totals"]),
+        *_html_savings(report),
+        *_html_url_rules(report["url_rules"]),
+        *_html_clusters(report["duplicate_clusters"]),
+        *_html_canonical(report["canonical"]),
+        *_html_learned(report["learned_rules"]),
+        "<h2>All dedup stats</h2>",
+        _table(
+            ["Stat", "Value"],
+            [[_e(name), _n(value)] for name, value in report["stats"].items()],
+            frozenset({1}),
+        ),
+        "</body></html>\n",
+    ]
+    return "\n".join(out)
+
+
+def _html_head(report: dict[str, Any]) -> list[str]:
+    return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
@@ -347,35 +371,53 @@ def render_html(report: dict[str, Any]) -> str:
         f"<h1>scrapy-dedup report: {_e(report['spider'])}</h1>",
         f'<p class="muted">{_e(report["finished"])} · scrapy-dedup {_e(report["version"])} · '
         f"store: {_e(report['store'])} · on: {_e(', '.join(report['components']))}</p>",
-        '<table class="totals" id="totals">',
     ]
+
+
+def _html_totals(totals: dict[str, Any]) -> list[str]:
+    out = ['<table class="totals" id="totals">']
     for key, label in (
         ("fetches_saved", "Fetches saved beyond Scrapy's own filter"),
+        ("fetches_scrapy_filters", "Fetched, where Scrapy's own filter would not"),
         ("bytes_not_downloaded", "Bytes not downloaded (estimated)"),
         ("responses", "Responses downloaded"),
         ("items_kept", "Items kept"),
         ("items_dropped", "Duplicate items"),
     ):
-        value = f"{_n(t[key])}"
+        if key == "fetches_scrapy_filters" and not totals.get(key):
+            continue  # (the saving above is net of them)
+        value = _n(totals[key])
         if key == "bytes_not_downloaded":
-            value += f' <span class="muted">({_e(_size(t[key]))})</span>'
+            value = _bytes_cell(totals[key])
         out.append(f'<tr><td>{_e(label)}</td><td class="n" data-key="{key}">{value}</td></tr>')
     out.append("</table>")
+    return out
 
-    out.append("<h2>Where the savings came from</h2>")
-    out.append("<h3>Fetches saved, by source</h3>")
-    out.append(
-        _bars(
-            [(row["source"], row["fetches"]) for row in report["savings"] if row["fetches"]],
-            "#3b7dd8",
+
+def _bytes_cell(n: int | None) -> str:
+    if n is None:
+        return (
+            f'<span class="muted">not estimated (fewer than {MIN_RESPONSES_FOR_BYTES} '
+            "responses)</span>"
         )
-    )
-    out.append("<h3>Duplicate items, by kind</h3>")
-    out.append(_bars([(kind, n) for kind, n in report["items_dropped"].items() if n], "#d8833b"))
+    return f'{_n(n)} <span class="muted">({_e(_size(n))})</span>'
 
-    out.append("<h2>URL rules: requests filtered before fetching</h2>")
+
+def _html_savings(report: dict[str, Any]) -> list[str]:
+    by_source = [(row["source"], row["fetches"]) for row in report["savings"] if row["fetches"]]
+    by_kind = [(kind, n) for kind, n in report["items_dropped"].items() if n]
+    return [
+        "<h2>Where the savings came from</h2>",
+        "<h3>Fetches saved, by source</h3>",
+        _bars(by_source, "#3b7dd8"),
+        "<h3>Duplicate items, by kind</h3>",
+        _bars(by_kind, "#d8833b"),
+    ]
+
+
+def _html_url_rules(url_rules: list[dict[str, Any]]) -> list[str]:
     rows = []
-    for entry in report["url_rules"]:
+    for entry in url_rules:
         examples = "<br>".join(
             f"{_url(ex['url'])} → {_url(ex.get('seen_as') or ex['key'])}"
             for ex in entry["examples"]
@@ -384,55 +426,58 @@ def render_html(report: dict[str, Any]) -> str:
         if entry["rule"] in _REASONS:
             rule += f'<br><span class="muted">{_e(_REASONS[entry["rule"]])}</span>'
         rows.append([rule, _n(entry["urls"]), examples])
-    out.append(
-        _table(
-            ["Rule", "URLs", "Examples (filtered → the URL or key seen first)"],
-            rows,
-            frozenset({1}),
-        )
+    head = ["Rule", "URLs", "Examples (filtered → the URL or key seen first)"]
+    return [
+        "<h2>URL rules: requests filtered before fetching</h2>",
+        _table(head, rows, frozenset({1}))
         if rows
-        else '<p class="muted">No request was filtered.</p>'
-    )
+        else '<p class="muted">No request was filtered.</p>',
+    ]
 
-    clusters = report["duplicate_clusters"]
-    out.append("<h2>Duplicate clusters: kept URL and what was folded into it</h2>")
-    out.append(
-        f"<p>{_n(clusters['clusters'])} clusters"
-        + (
+
+def _html_clusters(clusters: dict[str, Any]) -> list[str]:
+    out = ["<h2>Duplicate clusters: kept URL and what was folded into it</h2>"]
+    more = ""
+    if clusters["other_clusters"]:
+        more = (
             f"; the {len(clusters['shown'])} largest are shown, "
             f"{_n(clusters['other_clusters'])} more hold {_n(clusters['other_duplicates'])} "
             "duplicates"
-            if clusters["other_clusters"]
-            else ""
         )
-        + ".</p>"
-    )
-    for cluster in clusters["shown"]:
-        kinds = ", ".join(f"{n} {kind}" for kind, n in cluster["kinds"].items())
-        members = _table(
-            ["Duplicate URL", "Kind", "Similarity"],
-            [
-                [
-                    _url(m["url"]),
-                    _e(m["kind"]),
-                    _e(m["similarity"] if "similarity" in m else m["detail"]),
-                ]
-                for m in cluster["members"]
-            ],
-        )
-        more = cluster["duplicates"] - len(cluster["members"])
-        out.append(
-            f"<details><summary>{_url(cluster['kept'])} ← {_n(cluster['duplicates'])} "
-            f"({_e(kinds)})</summary>{members}"
-            + (f'<p class="muted">and {_n(more)} more</p>' if more > 0 else "")
-            + "</details>"
-        )
+    out.append(f"<p>{_n(clusters['clusters'])} clusters{more}.</p>")
+    out.extend(_html_cluster(cluster) for cluster in clusters["shown"])
+    return out
 
-    canonical = report["canonical"]
-    out.append("<h2>rel=canonical declarations</h2>")
+
+def _html_cluster(cluster: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{n} {kind}" for kind, n in cluster["kinds"].items())
+    members = _table(
+        ["Duplicate URL", "Kind", "Similarity"],
+        [
+            [
+                _url(m["url"]),
+                _e(m["kind"]),
+                _e(m["similarity"] if "similarity" in m else m["detail"]),
+            ]
+            for m in cluster["members"]
+        ],
+    )
+    more = cluster["duplicates"] - len(cluster["members"])
+    return (
+        f"<details><summary>{_url(cluster['kept'])} ← {_n(cluster['duplicates'])} "
+        f"({_e(kinds)})</summary>{members}"
+        + (f'<p class="muted">and {_n(more)} more</p>' if more > 0 else "")
+        + "</details>"
+    )
+
+
+def _html_canonical(canonical: dict[str, Any]) -> list[str]:
     rows = [["applied", _n(canonical["applied"])], ["own URL (same)", _n(canonical["same"])]]
     rows += [[f"ignored: {_e(reason)}", _n(n)] for reason, n in canonical["ignored"].items()]
-    out.append(_table(["Declarations", "Pages"], rows, frozenset({1})))
+    out = [
+        "<h2>rel=canonical declarations</h2>",
+        _table(["Declarations", "Pages"], rows, frozenset({1})),
+    ]
     for key, examples in sorted(canonical["examples"].items()):
         out.append(
             f"<details><summary>{_e(key)}: examples</summary>"
@@ -442,59 +487,46 @@ def render_html(report: dict[str, Any]) -> str:
             )
             + "</details>"
         )
+    return out
 
-    out.append("<h2>Learned URL rules</h2>")
-    learned = report["learned_rules"]
+
+_LEARNED_HEAD = [
+    "Host",
+    "Rule",
+    "State",
+    "Pages confirming",
+    "Pages checked",
+    "Skipped",
+    "Evidence",
+]
+
+
+def _html_learned(learned: dict[str, Any] | None) -> list[str]:
+    out = ["<h2>Learned URL rules</h2>"]
     if learned is None:
         out.append('<p class="muted">Learning is off (DEDUP_LEARN).</p>')
     elif not learned["rules"]:
         out.append('<p class="muted">No rule was adopted.</p>')
     else:
-        rows = []
-        for rule in learned["rules"]:
-            spec = rule.get("means") or rule.get("rule") or ""
-            examples = "<br>".join(
-                " = ".join(_url(u) for u in pair) for pair in rule.get("examples", [])
-            )
-            counter = "<br>".join(
-                " ≠ ".join(_url(u) for u in pair) for pair in rule.get("counterexamples", [])
-            )
-            rows.append(
-                [
-                    _e(rule["host"]),
-                    _e(spec),
-                    "revoked" if rule.get("revoked") else "adopted",
-                    _n(rule.get("pages_confirming", 0)),
-                    _n(rule.get("pages_checked", 0)),
-                    _n(rule.get("requests_skipped", 0)),
-                    examples + (f"<br>counterexamples:<br>{counter}" if counter else ""),
-                ]
-            )
-        out.append(
-            _table(
-                [
-                    "Host",
-                    "Rule",
-                    "State",
-                    "Pages confirming",
-                    "Pages checked",
-                    "Skipped",
-                    "Evidence",
-                ],
-                rows,
-                frozenset({3, 4, 5}),
-            )
-        )
+        rows = [_learned_row(rule) for rule in learned["rules"]]
+        out.append(_table(_LEARNED_HEAD, rows, frozenset({3, 4, 5})))
         if learned["other_rules"]:
             out.append(f'<p class="muted">and {_n(learned["other_rules"])} more rules</p>')
+    return out
 
-    out.append("<h2>All dedup stats</h2>")
-    out.append(
-        _table(
-            ["Stat", "Value"],
-            [[_e(name), _n(value)] for name, value in report["stats"].items()],
-            frozenset({1}),
-        )
+
+def _learned_row(rule: dict[str, Any]) -> list[str]:
+    spec = rule.get("means") or rule.get("rule") or ""
+    examples = "<br>".join(" = ".join(_url(u) for u in pair) for pair in rule.get("examples", []))
+    counter = "<br>".join(
+        " ≠ ".join(_url(u) for u in pair) for pair in rule.get("counterexamples", [])
     )
-    out.append("</body></html>\n")
-    return "\n".join(out)
+    return [
+        _e(rule["host"]),
+        _e(spec),
+        "revoked" if rule.get("revoked") else "adopted",
+        _n(rule.get("pages_confirming", 0)),
+        _n(rule.get("pages_checked", 0)),
+        _n(rule.get("requests_skipped", 0)),
+        examples + (f"<br>counterexamples:<br>{counter}" if counter else ""),
+    ]

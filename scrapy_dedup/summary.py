@@ -14,6 +14,8 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy_dedup import __version__
 from scrapy_dedup.report import (
     _SAVED_BY,
+    ITEM_KINDS,
+    MIN_RESPONSES_FOR_BYTES,
     ReportCollector,
     _size,
     build_report,
@@ -41,27 +43,10 @@ def summary_line(stats: dict[str, Any]) -> str | None:
 
     parts = []
     if get("dedup/url/filtered") or get("dedup/url/seen"):
-        saved = savings(stats)
-        labels = dict(_SAVED_BY)
-        details = [f"{_count(n)} by {labels[key]}" for key, n in saved["by"].items() if n > 0]
-        line = f"{_count(saved['fetches'])} fetches saved beyond Scrapy's own filter"
-        if details:
-            line += f" ({', '.join(details)})"
-        if saved["bytes"]:
-            line += f", about {_size(saved['bytes'])} not downloaded"
-        parts.append(line)
-    dropped = [
-        (get("dedup/items/exact"), "exact"),
-        (get("dedup/items/near"), "near"),
-        (get("dedup/items/canonical"), "canonical"),
-    ]
+        parts.append(_fetches_saved(stats))
+    dropped = [(get(f"dedup/items/{kind}"), kind) for kind in ITEM_KINDS]
     if any(n for n, _ in dropped) or get("dedup/items/unique"):
-        kinds = ", ".join(f"{_count(n)} {kind}" for n, kind in dropped if n)
-        parts.append(
-            f"{_count(sum(n for n, _ in dropped))} duplicate items"
-            + (f" ({kinds})" if kinds else "")
-            + f", {_count(get('dedup/items/unique'))} kept"
-        )
+        parts.append(_items_dropped(dropped, get("dedup/items/unique")))
     if get("dedup/canonical/applied"):
         filed = get("dedup/canonical/applied")
         parts.append(f"{_count(filed)} page{'s' if filed != 1 else ''} filed under rel=canonical")
@@ -71,6 +56,35 @@ def summary_line(stats: dict[str, Any]) -> str | None:
     if get("dedup/store/errors"):
         parts.append(f"{_count(get('dedup/store/errors'))} store errors")
     return "; ".join(parts) if parts else None
+
+
+def _fetches_saved(stats: dict[str, Any]) -> str:
+    """The fetches plain Scrapy would have made, by source, and their bytes."""
+    saved = savings(stats)
+    labels = dict(_SAVED_BY)
+    details = [f"{_count(n)} by {labels[key]}" for key, n in saved["by"].items() if n > 0]
+    if saved["extra"]:
+        details.append(f"less {_count(saved['extra'])} fetched that Scrapy's filter drops")
+    line = f"{_count(saved['fetches'])} fetches saved beyond Scrapy's own filter"
+    if details:
+        line += f" ({', '.join(details)})"
+    if saved["bytes"]:
+        line += f", about {_size(saved['bytes'])} not downloaded"
+    elif saved["fetches"] and saved["bytes"] is None:
+        line += (
+            f", bytes not estimated (fewer than {MIN_RESPONSES_FOR_BYTES} responses to average)"
+        )
+    return line
+
+
+def _items_dropped(dropped: list[tuple[int, str]], kept: int) -> str:
+    """Every item dropped (as Scrapy's item_dropped_count, when dedup alone drops), by kind."""
+    kinds = ", ".join(f"{_count(n)} {kind}" for n, kind in dropped if n)
+    return (
+        f"{_count(sum(n for n, _ in dropped))} duplicate items"
+        + (f" ({kinds})" if kinds else "")
+        + f", {_count(kept)} kept"
+    )
 
 
 class CrawlSummary:
@@ -125,10 +139,7 @@ class CrawlSummary:
     def _log_progress(self) -> None:
         stats = self.crawler.stats
         filtered = int(stats.get_value("dedup/url/filtered", 0))
-        dropped = sum(
-            int(stats.get_value(f"dedup/items/{kind}", 0))
-            for kind in ("exact", "near", "canonical")
-        )
+        dropped = sum(int(stats.get_value(f"dedup/items/{kind}", 0)) for kind in ITEM_KINDS)
         minutes = self._interval / 60
         last_filtered, last_dropped = self._last
         self._last = (filtered, dropped)

@@ -19,7 +19,10 @@ STAT = re.compile(r"dedup(/[a-z0-9_]+)+")
 # docs/stats.md names them: each form must be there. A new f-string stat fails
 # the test until it is added here and documented.
 PATTERNS: dict[str, list[str]] = {
-    "dedup/url/filtered/{}": ["dedup/url/filtered/<rule>"],  # rule names checked below
+    "dedup/url/filtered/{}": [  # rule names checked below
+        "dedup/url/filtered/<rule>",
+        *(f"dedup/url/filtered/{reason}" for reason in ("exact", "previous_run", "rel_canonical")),
+    ],
     "dedup/canonical/ignored/{}": [
         "dedup/canonical/ignored/<reason>",
         *(
@@ -31,6 +34,10 @@ PATTERNS: dict[str, list[str]] = {
         f"dedup/items/{kind}" for kind in ("exact", "near", "canonical", "unchanged")
     ],
     "dedup/learn/rule/{}/skipped": ["dedup/learn/rule/<host>: <rule>/skipped"],
+    "dedup/url/saved/{}": [
+        f"dedup/url/saved/{source}"
+        for source in ("url_rules", "previous_run", "rel_canonical", "learned", "dont_filter")
+    ],
 }
 
 

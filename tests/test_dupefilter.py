@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 from pathlib import Path
 
 import pytest
@@ -339,3 +340,27 @@ async def test_jobdir_pause_and_resume_fetches_nothing_twice(
     fetched = [p for p in first_fetched + second_fetched if p != "/"]
     assert len(fetched) == len(set(fetched))
     assert {p.split("?")[0] for p in fetched} == set(pages)
+
+
+def test_the_plain_key_groups_requests_as_scrapys_own_fingerprint_does() -> None:
+    # The fetches saved count a filtered request when Scrapy's fingerprint of
+    # it was new; the dupefilter keys it the same way without that cost.
+    from scrapy.utils.request import fingerprint
+
+    from scrapy_dedup.dupefilter import _scrapy_canonical
+
+    rng = random.Random(7)
+    pieces = ["a", "B", "%41", "%2f", "+", "%20", "%2B", "ä", "=", "&", "#x", "?", "/", ".", ".."]
+    pieces += ["//", "utm_source=1", "id=2", "b=1", "a=2", "a=", "&c=3", ";p", "-", "~", "q=a+b"]
+    by_scrapy: dict[bytes, set[str]] = {}
+    by_ours: dict[str, set[bytes]] = {}
+    for _ in range(20_000):
+        path = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 7)))
+        url = f"http://Ex.com{rng.choice(['', '/', '/x', '/x/'])}{rng.choice(['', '?'])}{path}"
+        request = Request(url)
+        ours = _scrapy_canonical(request.url)
+        by_scrapy.setdefault(fingerprint(request), set()).add(ours)
+        by_ours.setdefault(ours, set()).add(fingerprint(request))
+    assert len(by_scrapy) > 5_000
+    assert [keys for keys in by_scrapy.values() if len(keys) > 1] == []
+    assert [fps for fps in by_ours.values() if len(fps) > 1] == []

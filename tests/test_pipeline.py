@@ -18,7 +18,7 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_dedup import ContentDedupPipeline
 from tests.conftest import crawl
-from tests.site import PRESS, SOLAR, Site, content_stage_routes
+from tests.site import PRESS, SOLAR, Site, content_stage_routes, page
 
 SETTINGS = {
     "DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter",
@@ -380,3 +380,36 @@ async def test_texts_in_any_language_and_unicode_spelling_are_deduplicated_in_a_
     assert sorted(groups[p] for p in kept) == ["fr", "home", "th", "zh", "zh other"]
     assert result.stats["dedup/items/near"] == 2  # the edited Chinese and Thai
     assert result.stats["dedup/items/exact"] == 3  # the other French spellings
+
+
+@pytest.mark.parametrize("pages", [30, 5])
+@deferred_f_from_coro_f
+async def test_a_text_field_the_items_lack_is_a_warning_not_silence(
+    fresh_site: Site, caplog: pytest.LogCaptureFixture, pages: int
+) -> None:
+    # Each page twice, under two URLs (LinkSpider's items: url, title, text).
+    # With DEDUP_TEXT_FIELD misspelt, both
+    # copies come out and only dedup/items/no_text would say why.
+    paths = [f"/{kind}/{n}" for n in range(pages) for kind in ("page", "copy")]
+    fresh_site.routes["/"] = lambda q: page("Home", *paths)
+    for n in range(pages):
+        body = page(f"Page {n}", text=f"Story number {n}, " + "long enough to compare " * 5)
+        fresh_site.routes[f"/page/{n}"] = fresh_site.routes[f"/copy/{n}"] = lambda q, b=body: b
+    start = [fresh_site.url("/")]
+    with caplog.at_level(logging.INFO):
+        wrong = await crawl(settings={**SETTINGS, "DEDUP_TEXT_FIELD": "txt"}, start=start)
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "scrapy_dedup.pipeline" and r.levelno == logging.WARNING
+    ]
+    assert wrong.stats["dedup/items/no_text"] == len(wrong.items) == 2 * pages + 1
+    assert len(warnings) == 1, warnings
+    assert "DEDUP_TEXT_FIELD" in warnings[0] and "no txt field" in warnings[0]
+    assert warnings[0].endswith("these items have: text, title, url"), warnings[0]
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        right = await crawl(settings=SETTINGS, start=start)
+    assert len(right.items) == pages + 1
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
