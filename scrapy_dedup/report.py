@@ -78,9 +78,7 @@ def savings(stats: dict[str, Any]) -> dict[str, Any]:
     saved = {key: _get(stats, f"dedup/url/saved/{key}") for key, _ in _SAVED_BY}
     saved["learned"] -= _get(stats, "dedup/learn/released") + _get(stats, "dedup/learn/audited")
     # (A target skipped on trust was filtered at most once, however often refetched.)
-    saved["rel_canonical"] -= min(
-        _get(stats, "dedup/canonical/refetched"), saved["rel_canonical"]
-    )
+    saved["rel_canonical"] -= min(_get(stats, "dedup/canonical/refetched"), saved["rel_canonical"])
     by = {key: max(0, n) for key, n in saved.items()}
     # Fetched here, and not by Scrapy's own filter (a redirect let through to a
     # URL Scrapy had seen; a key finer than Scrapy's fingerprint).
