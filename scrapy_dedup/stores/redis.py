@@ -513,47 +513,17 @@ class RedisStore(DedupStore):
         (a tool such as ``scrapy dedup forget``) it only reads the run number."""
         self._run_key = run_key = f"{self.base}:run"
         self.run, self.new_run = int(self.client.hget(run_key, "run") or 0), False
-        for attempt in range(30 if join else 0):
-            current = int(self.client.hget(run_key, "run") or 0)
-            peers = self._peers()
-            # Each worker notes the run it is in ("w:<name>"); one that started
-            # a moment ago may not have yet: wait for it rather than guess.
-            noted = self.client.hmget(run_key, [f"w:{peer}" for peer in peers]) if peers else []
-            runs = [int(run) for run in noted if run is not None]
-            if runs:
-                self.run = max(runs)
-                break
-            if not peers or attempt == 29:
-                # Start the next run, or join the one another worker started
-                # since ``current`` was read.
-                run, started = self._new_run(keys=[run_key], args=[current])
-                self.run, self.new_run = int(run), bool(started)
-                break
-            time.sleep(0.1)
         if join:
+            self._join_or_start()
             self.client.hset(run_key, f"w:{self.worker}", self.run)
         else:
-            # A tool looks as a worker starting now would: in the run of the
-            # workers crawling now, else in a new run (the last run's pages
-            # count as kept by an earlier run, its frontier waits to resume).
-            peers = self._peers()
-            noted = self.client.hmget(run_key, [f"w:{peer}" for peer in peers]) if peers else []
-            runs = [int(run) for run in noted if run is not None]
-            if runs:
-                self.run = max(runs)
-            else:
-                self.run, self.new_run = self.run + 1, True
+            self._look_as_a_new_worker()
         self._join_run = join
         self._run_bytes = str(self.run).encode()
         peers = self._peers()
         kept, texts, version = self.client.hmget(self._run_key, ["kept", "texts", "text_version"])
         if join:
-            # Texts recorded before the normalization was versioned are version 1.
-            if int(texts or 0) and int(version or 1) < TEXT_VERSION:
-                warn_old_texts(
-                    f"{self.uri}, namespace {self.namespace!r}", int(version or 1), TEXT_VERSION
-                )
-            self.client.hset(run_key, "text_version", TEXT_VERSION)
+            self._note_text_version(int(texts or 0), int(version or 1))
         names = self._pending_names()
         pending = sum(self._pipe("count the frontier", lambda p: [p.hlen(n) for n in names]))
         joined = f"joined run {self.run} of {len(peers)} running workers"
@@ -563,6 +533,50 @@ class RedisStore(DedupStore):
             f"{int(kept or 0)} pages kept and {int(texts or 0)} texts recorded by all runs, "
             f"{pending} unfinished requests{' to resume' if self.new_run else ''}"
         )
+
+    def _peer_runs(self) -> tuple[list[str], list[int]]:
+        """The workers connected now, and the runs they noted they are in
+        (``w:<name>``)."""
+        peers = self._peers()
+        if not peers:
+            return peers, []
+        noted = self.client.hmget(self._run_key, [f"w:{peer}" for peer in peers])
+        return peers, [int(run) for run in noted if run is not None]
+
+    def _join_or_start(self) -> None:
+        """Join the run of the workers connected now, or start the next one."""
+        for attempt in range(30):
+            current = int(self.client.hget(self._run_key, "run") or 0)
+            # A worker that started a moment ago may not have noted its run
+            # yet: wait for it rather than guess.
+            peers, runs = self._peer_runs()
+            if runs:
+                self.run = max(runs)
+                return
+            if not peers or attempt == 29:
+                # Start the next run, or join the one another worker started
+                # since ``current`` was read.
+                run, started = self._new_run(keys=[self._run_key], args=[current])
+                self.run, self.new_run = int(run), bool(started)
+                return
+            time.sleep(0.1)
+
+    def _look_as_a_new_worker(self) -> None:
+        """A tool looks as a worker starting now would: in the run of the
+        workers crawling now, else in a new run (the last run's pages count as
+        kept by an earlier run, its frontier waits to resume)."""
+        _, runs = self._peer_runs()
+        if runs:
+            self.run = max(runs)
+        else:
+            self.run, self.new_run = self.run + 1, True
+
+    def _note_text_version(self, texts: int, version: int) -> None:
+        """Warn about texts of an older normalization (those recorded before
+        it was versioned are version 1), and note this one."""
+        if texts and version < TEXT_VERSION:
+            warn_old_texts(f"{self.uri}, namespace {self.namespace!r}", version, TEXT_VERSION)
+        self.client.hset(self._run_key, "text_version", TEXT_VERSION)
 
     def _peers(self) -> list[str]:
         """The other workers of this namespace connected now (by connection name)."""
