@@ -14,9 +14,11 @@ same. Each pair proposes rules that would explain it:
 A rule maps every URL to a *class* URL (the URL with the difference taken
 out; never fetched). Every fetched page joins its class under each rule of
 its host: a page whose text equals the text of the class's first page
-supports the rule, one whose text differs contradicts it. A rule is adopted
-once ``min_support`` different classes (different pages, not variants of one)
-confirmed it, and contradicted nowhere else than in one first path segment
+supports the rule (when the rule is the one difference the adopted rules
+leave between the two URLs), one whose text differs contradicts it. A rule is
+adopted once ``min_support`` different classes with different texts (different
+pages, not variants or copies of one) confirmed it, evidence rebuilt at every
+adoption or contradiction and never counted twice, and contradicted nowhere else than in one first path segment
 (``/docs`` where a parameter matters): there it is excluded. A second
 contradicted first segment revokes it.
 

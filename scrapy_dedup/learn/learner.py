@@ -93,6 +93,7 @@ class Learner:
         self._contradictions = 0
         self._audits = 0
         self._audited_at = 0
+        self._rebuilds = 0  # rebuilds of any host's evidence so far
         self._released: list[Any] = []  # by contradictions, until observe returns them
 
     # -- what the crawl asks --
@@ -238,14 +239,23 @@ class Learner:
             return []
         host.pages.add(page)
         enough = length >= MIN_TEXT
+        # In the history first: a rebuild (an adoption, a contradiction) while
+        # this page is checked replays it under the rules as they are then.
+        replayed = len(host.history) < _HISTORY
+        if replayed:
+            host.history.append((url, digest, enough, earlier))
+        rebuilds = self._rebuilds
         based, used = self._apply(host, parts)
         if host.adopted:
             self._check_copies(host, parts, based, _Page(digest, url, enough, used, earlier))
         for rule in list(host.rules.values()):
+            if self._rebuilds != rebuilds:
+                if replayed:
+                    break  # the rebuild gave every candidate this page's evidence
+                rebuilds = self._rebuilds
+                based = self._apply(host, parts)[0]
             if rule.state == CANDIDATE:
                 self._evidence(host, rule, parts, based, digest, enough)
-        if len(host.history) < _HISTORY:
-            host.history.append((url, digest, enough, earlier))
         if enough:
             same_text = host.by_text.setdefault(digest, [])
             for other in same_text:
@@ -347,47 +357,48 @@ class Learner:
     def _evidence(
         self, host: _Host, rule: Rule, parts: _Parts, based: _Parts, digest: int, enough: bool
     ) -> None:
-        """A candidate rule checked against the page of its class fetched first."""
+        """A candidate rule checked against the page of its class fetched first.
+        The pair is evidence only when the candidate is the one difference the
+        adopted rules leave between their URLs."""
         rewritten = rule.rewrite(based)
         cls = _key((rewritten or based).url)
-        url = parts.url
+        based_key = _key(based.url)
         known = rule.classes.get(cls)
         if known is None:
             if len(rule.classes) < _CLASSES:
-                rule.classes[cls] = (digest, url, enough, rewritten is not None)
+                rule.classes[cls] = (digest, parts.url, enough, based_key)
             return
-        if known[1] == url or not (known[3] or rewritten is not None):
-            return  # the adopted rules alone made them one class: not this rule's doing
+        if known[3] == based_key:
+            return  # one page, or the adopted rules alone made them one: not this rule's doing
         if known[0] == digest:
             if enough and known[2]:
-                self._support(host, rule, cls, known[1], url, parts.first)
+                self._support(host, rule, cls, digest, (known[1], parts.url), parts.first)
             return
         self._blame(host, parts, known[1], candidate=rule)
 
     def _support(
-        self, host: _Host, rule: Rule, cls: int, earlier: str, url: str, first: str
+        self, host: _Host, rule: Rule, cls: int, digest: int, pair: tuple[str, str], first: str
     ) -> None:
-        # A class counts once: variants of one page are not independent.
+        # A class counts once: variants of one page are not independent; and
+        # so does a text (two classes with one text are copies of one page).
         if cls in rule.confirmed:
             return
-        rule.confirmed.add(cls)
-        rule.support += 1
-        first = _where(rule, first)
-        rule.seen_in.add(first)
-        rule.support_by[first] = rule.support_by.get(first, 0) + 1
+        where = _where(rule, first)
+        rule.confirmed[cls] = (digest, where)
+        rule.support = rule.supporting()
+        rule.seen_in.add(where)
         if len(rule.examples) < 8:
-            rule.examples.append((earlier, url))
+            rule.examples.append(pair)
         if rule.state == CANDIDATE and self._supported(rule):
             self._adopt(host, rule)
 
     def _supported(self, rule: Rule) -> bool:
-        """Enough classes confirmed it outside the segments where it failed."""
-        support = sum(n for first, n in rule.support_by.items() if first not in rule.excluded)
-        return support >= self.min_support and len(rule.excluded) < 2
+        """Enough distinct texts confirmed it outside the segments where it failed."""
+        return rule.supporting(rule.excluded) >= self.min_support and len(rule.excluded) < 2
 
     def _contradict(self, host: _Host, rule: Rule, url: str, earlier: str, first: str) -> None:
         first = _where(rule, first)
-        if len(rule.counterexamples) < 8:
+        if len(rule.counterexamples) < 8 and (earlier, url) not in rule.counterexamples:
             rule.counterexamples.append((earlier, url))
         if first in rule.excluded:
             return
@@ -459,11 +470,12 @@ class Learner:
         """Classes again from the pages fetched so far, under the adopted rules
         as they are now: the copies, and the candidates' evidence; then every
         kept request whose class no longer holds a fetched page is handed back."""
+        self._rebuilds += 1
+        rebuilds = self._rebuilds
         host.copies = {}
         candidates = [rule for rule in host.rules.values() if rule.state == CANDIDATE]
         for rule in candidates:
-            rule.classes.clear()
-            rule.confirmed.clear()
+            rule.forget_evidence()  # rebuilt below, never counted twice
         for url, digest, enough, earlier in host.history:
             parts = _split(url)
             if parts is None:
@@ -475,7 +487,9 @@ class Learner:
                 if first is None or (first.earlier and not earlier):
                     host.copies[cls] = _Page(digest, url, enough, used, earlier)
             for rule in candidates:
-                if rule.state == CANDIDATE:  # (one may be adopted meanwhile)
+                if self._rebuilds != rebuilds:
+                    return  # one was adopted or failed meanwhile: rebuilt from the start
+                if rule.state == CANDIDATE:
                     self._evidence(host, rule, parts, based, digest, enough)
         self._release(host, lambda entry: not self._still_a_copy(host, entry))
 
@@ -500,8 +514,11 @@ class Learner:
                 continue
             rule = host.rules[key] = Rule(a.host, kind, old, new)
             self.inc("dedup/learn/proposed", 1)
+            rebuilds = self._rebuilds
             for url, digest, enough, _ in host.history:  # the pages fetched so far
                 parts = _split(url)
+                if self._rebuilds != rebuilds:
+                    break  # rebuilt meanwhile, with this rule
                 if parts is not None and rule.state == CANDIDATE:
                     based = self._apply(host, parts)[0]
                     self._evidence(host, rule, parts, based, digest, enough)

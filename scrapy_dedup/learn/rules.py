@@ -5,6 +5,7 @@ entries of a rules file. No Scrapy import."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -29,10 +30,9 @@ class Rule:
     old: tuple[str, ...]  # param: (name,) or (name, value); path: segments; case: (first,)
     new: tuple[str, ...] = ()
     state: str = CANDIDATE
-    support: int = 0  # classes where two pages had the same text
-    # ... counted by the first path segment of their pages
-    support_by: dict[str, int] = field(default_factory=dict, repr=False)
-    confirmed: set[int] = field(default_factory=set, repr=False)  # those classes
+    support: int = 0  # distinct texts of the classes where two pages had one text
+    # those classes: class URL key -> (text digest, part of the site of the pair)
+    confirmed: dict[int, tuple[int, str]] = field(default_factory=dict, repr=False)
     seen_in: set[str] = field(default_factory=set)  # first segments where pages confirmed it
     adopted_at: int = 0  # when it was adopted: 1 for the first rule of the crawl
     verified: int = 0  # pages fetched after adoption that had their class's text
@@ -40,8 +40,21 @@ class Rule:
     excluded: set[str] = field(default_factory=set)  # first segments where it failed
     examples: list[tuple[str, str]] = field(default_factory=list)  # same text
     counterexamples: list[tuple[str, str]] = field(default_factory=list)
-    # class URL key -> (text digest, URL of its first page, enough text, changed by the rule)
-    classes: dict[int, tuple[int, str, bool, bool]] = field(default_factory=dict, repr=False)
+    # class URL key -> (text digest, URL of its first page, enough text, key of that
+    # page's URL under the adopted rules)
+    classes: dict[int, tuple[int, str, bool, int]] = field(default_factory=dict, repr=False)
+
+    def forget_evidence(self) -> None:
+        """Drop a candidate's evidence, to rebuild it from the pages again."""
+        self.classes.clear()
+        self.confirmed.clear()
+        self.support = 0
+        self.seen_in.clear()
+        self.examples.clear()
+
+    def supporting(self, excluded: Collection[str] = ()) -> int:
+        """How many distinct texts confirmed it (outside the ``excluded`` parts)."""
+        return len({digest for digest, where in self.confirmed.values() if where not in excluded})
 
     @property
     def spec(self) -> str:
