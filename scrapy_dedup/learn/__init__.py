@@ -18,17 +18,20 @@ supports the rule (when the rule is the one difference the adopted rules
 leave between the two URLs), one whose text differs contradicts it. A rule is
 adopted once ``min_support`` different classes with different texts (different
 pages, not variants or copies of one) confirmed it, evidence rebuilt at every
-adoption or contradiction and never counted twice, and contradicted nowhere else than in one first path segment
-(``/docs`` where a parameter matters): there it is excluded. A second
-contradicted first segment revokes it.
+adoption or contradiction and never counted twice, and contradicted nowhere
+else than in one URL template (:func:`~scrapy_dedup.learn.scope.template`:
+``/docs/*`` where a parameter matters, ``/forum/viewforum.php`` where ``?f``
+is the page and ``/forum/viewtopic.php`` ignores it): there it is excluded.
+A second contradicted template revokes it.
 
 An adopted rule skips a new URL whose class (under all adopted rules of its
-host) already holds a fetched page, in a first segment where a page
-confirmed it; one in ``1 / sample`` of those is fetched anyway, and its text
-checks the rule again, as does :meth:`Learner.audit` when the crawl would
-end. A contradiction is blamed on the rule family with the least evidence.
-Every skipped request is kept; a contradiction hands back the requests the
-rule skipped (in the excluded segment, or all of them when revoked) for the
+host) already holds a fetched page, in a template where a page confirmed it
+(a rule reaches another template only with evidence there); one in
+``1 / sample`` of those is fetched anyway, and its text checks the rule
+again, as does :meth:`Learner.audit` when the crawl would end. A
+contradiction is blamed on the rule family with the least evidence. Every
+skipped request is kept; a contradiction hands back the requests the rule
+skipped (in the excluded template, or all of them when revoked) for the
 caller to fetch.
 """
 

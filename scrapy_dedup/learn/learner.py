@@ -24,7 +24,7 @@ from scrapy_dedup.learn.rules import (
     _rule_spec,
     _where,
 )
-from scrapy_dedup.learn.scope import _first, _Parts, _split
+from scrapy_dedup.learn.scope import _Parts, _scope, _split
 
 __all__ = ["Learner"]
 
@@ -114,8 +114,8 @@ class Learner:
                 entry["means"] = rule.spec  # for the reader; load() ignores it
                 if rule.state == REVOKED:
                     entry["revoked"] = True
-                entry["not_under"] = sorted(f"/{first}" for first in rule.excluded)
-                entry["confirmed_under"] = sorted(f"/{first}" for first in rule.seen_in)
+                entry["not_under"] = sorted(f"/{scope}" for scope in rule.excluded)
+                entry["confirmed_under"] = sorted(f"/{scope}" for scope in rule.seen_in)
                 entry["pages_confirming"] = rule.support
                 entry["pages_checked"] = rule.verified
                 entry["requests_skipped"] = rule.skipped
@@ -138,8 +138,8 @@ class Learner:
             for entry in entries:
                 kind, old, new = _parse_spec(entry)
                 rule = Rule(str(host_name).lower(), kind, old, new)
-                rule.excluded = {_first(p) for p in entry.get("not_under", ())}
-                rule.seen_in = {_first(p) for p in entry.get("confirmed_under", ())}
+                rule.excluded = {_scope(p) for p in entry.get("not_under", ())}
+                rule.seen_in = {_scope(p) for p in entry.get("confirmed_under", ())}
                 rule.support = int(entry.get("pages_confirming", 0))
                 rule.verified = int(entry.get("pages_checked", 0))
                 host.rules[(kind, old, new)] = rule
@@ -177,16 +177,16 @@ class Learner:
             # failed callback, DEDUP_RECRAWL_AFTER passed, forgotten): fetched,
             # its class gets this run's page.
             return None
-        first = parts.first
-        if any(_where(rule, first) not in rule.seen_in for rule in used) or self._sampled(host):
-            # Fetched: a rule skips in a part of the site (first path segment)
+        scope = parts.scope
+        if any(_where(rule, scope) not in rule.seen_in for rule in used) or self._sampled(host):
+            # Fetched: a rule skips in a part of the site (a URL template)
             # only once a page there confirmed it; then one in 1 / sample.
             self.inc("dedup/learn/sampled", 1)
-            return Skip(used, copy.url, first, url, sample=True)
+            return Skip(used, copy.url, scope, url, sample=True)
         if self.kept >= self.max_kept:
             self.inc("dedup/learn/kept_full", 1)
             return None
-        return Skip(used, copy.url, first, url)
+        return Skip(used, copy.url, scope, url)
 
     def _sampled(self, host: _Host) -> bool:
         """Whether this check is one of the sample (the first, then one in 1 / sample)."""
@@ -273,9 +273,9 @@ class Learner:
         """``parts`` under every adopted rule of ``host`` (but those of the
         family ``without``), and the rules that changed it."""
         used = []
-        first = parts.first
+        scope = parts.scope
         for rule in host.adopted:
-            if _where(rule, first) in rule.excluded or (
+            if _where(rule, scope) in rule.excluded or (
                 without is not None and rule.family == without
             ):
                 continue
@@ -297,7 +297,7 @@ class Learner:
             if page.enough:
                 for rule in dict.fromkeys(first.used + page.used):
                     rule.verified += 1
-                    rule.seen_in.add(_where(rule, parts.first))
+                    rule.seen_in.add(_where(rule, parts.scope))
                 self.inc("dedup/learn/verified", 1)
                 if first.earlier and not page.earlier:
                     host.copies[cls] = page  # this run's page stands for the class
@@ -336,10 +336,10 @@ class Learner:
                 if rule.family in weakest and rule.state != REVOKED
             ]
         for rule in blamed:
-            # Excluded where it changed a URL: under the first segment of the
+            # Excluded where it changed a URL: under the template of the
             # page it rewrote.
             where = parts if rule.rewrite(parts) or not rule.rewrite(earlier) else earlier
-            self._contradict(host, rule, parts.url, earlier_url, where.first)
+            self._contradict(host, rule, parts.url, earlier_url, where.scope)
 
     def _merged(
         self,
@@ -372,18 +372,18 @@ class Learner:
             return  # one page, or the adopted rules alone made them one: not this rule's doing
         if known[0] == digest:
             if enough and known[2]:
-                self._support(host, rule, cls, digest, (known[1], parts.url), parts.first)
+                self._support(host, rule, cls, digest, (known[1], parts.url), parts.scope)
             return
         self._blame(host, parts, known[1], candidate=rule)
 
     def _support(
-        self, host: _Host, rule: Rule, cls: int, digest: int, pair: tuple[str, str], first: str
+        self, host: _Host, rule: Rule, cls: int, digest: int, pair: tuple[str, str], scope: str
     ) -> None:
         # A class counts once: variants of one page are not independent; and
         # so does a text (two classes with one text are copies of one page).
         if cls in rule.confirmed:
             return
-        where = _where(rule, first)
+        where = _where(rule, scope)
         rule.confirmed[cls] = (digest, where)
         rule.support = rule.supporting()
         rule.seen_in.add(where)
@@ -396,18 +396,18 @@ class Learner:
         """Enough distinct texts confirmed it outside the segments where it failed."""
         return rule.supporting(rule.excluded) >= self.min_support and len(rule.excluded) < 2
 
-    def _contradict(self, host: _Host, rule: Rule, url: str, earlier: str, first: str) -> None:
-        first = _where(rule, first)
+    def _contradict(self, host: _Host, rule: Rule, url: str, earlier: str, scope: str) -> None:
+        scope = _where(rule, scope)
         if len(rule.counterexamples) < 8 and (earlier, url) not in rule.counterexamples:
             rule.counterexamples.append((earlier, url))
-        if first in rule.excluded:
+        if scope in rule.excluded:
             return
-        rule.excluded.add(first)
-        rule.seen_in.discard(first)
+        rule.excluded.add(scope)
+        rule.seen_in.discard(scope)
         self._contradictions += 1
         self.inc("dedup/learn/contradicted", 1)
         was_adopted = rule.state == ADOPTED
-        # A case rule covers one segment: failing there is failing.
+        # A case rule covers one section: failing there is failing.
         if len(rule.excluded) >= 2 or rule.kind == CASE:
             rule.state = REVOKED
         if not was_adopted:
@@ -424,9 +424,9 @@ class Learner:
         else:
             self.inc("dedup/learn/excluded", 1)
             logger.info(
-                "Learned URL rule %s no longer applies under /%s/: %s and %s have different texts",
+                "Learned URL rule %s no longer applies under /%s: %s and %s have different texts",
                 rule.name,
-                first,
+                scope,
                 earlier,
                 url,
             )
@@ -434,7 +434,7 @@ class Learner:
             host,
             lambda entry: (
                 rule in entry.rules
-                and (rule.state == REVOKED or _where(rule, entry.first) == first)
+                and (rule.state == REVOKED or _where(rule, entry.first) == scope)
             ),
         )
         self._rebuild(host)

@@ -141,15 +141,16 @@ class Skip(NamedTuple):
 
     rules: tuple[Rule, ...]
     copy_of: str  # the fetched page in the same class
-    first: str  # the first path segment of the request's URL
+    first: str  # the template of the request's URL (its scope)
     url: str  # the request's canonical URL
     sample: bool = False  # picked to be fetched anyway, to check the rules
 
 
-def _where(rule: Rule, first: str) -> str:
+def _where(rule: Rule, scope: str) -> str:
     """The part of the site a rule's evidence and exclusions are kept for:
-    the first path segment (a case rule's, lowercased)."""
-    return first.lower() if rule.kind == CASE else first
+    the URL's template (:func:`~scrapy_dedup.learn.scope.template`); a case
+    rule's, its first path segment, lowercased (it covers that section)."""
+    return scope.split("/", 1)[0].lower() if rule.kind == CASE else scope
 
 
 def _rule_spec(rule: Rule) -> dict[str, Any]:

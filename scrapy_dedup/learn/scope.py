@@ -3,6 +3,7 @@ query, put back together. No Scrapy import."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -25,6 +26,11 @@ class _Parts(NamedTuple):
     @property
     def first(self) -> str:
         return self.segments[0] if self.segments else ""
+
+    @property
+    def scope(self) -> str:
+        """Its path's :func:`template`."""
+        return template(self.segments)
 
 
 def _split(url: str) -> _Parts | None:
@@ -59,8 +65,10 @@ def _prefix_matches(pattern: tuple[str, ...], segments: tuple[str, ...]) -> bool
     )
 
 
-def _first(path: str) -> str:
-    return str(path).strip("/").split("/")[0]
+def _scope(path: str) -> str:
+    """A scope as the rules file writes it (``/forum/viewtopic.php``)."""
+    text = str(path)
+    return text[1:] if text.startswith("/") else text
 
 
 def _path(segments: tuple[str, ...]) -> str:
@@ -70,3 +78,34 @@ def _path(segments: tuple[str, ...]) -> str:
 def _segments(path: Any) -> tuple[str, ...]:
     text = str(path).strip("/")
     return tuple(text.split("/")) if text else ()
+
+
+# A script's name: the page is chosen by its query (viewtopic.php?t=54).
+_SCRIPT = re.compile(
+    r"[A-Za-z_][A-Za-z_-]*\.(?:php\d?|phtml|aspx?|ashx|asmx|jspa?|cgi|pl|py|cfm|do|action|dll)",
+    re.IGNORECASE,
+)
+
+
+def template(segments: tuple[str, ...]) -> str:
+    """The part of the site a rule's evidence and exclusions are kept for: the
+    path's template. The first segment as it is (the section), the last one
+    when it is a script's name (the page is chosen by the query), every other
+    segment ``*``: ids, slugs, dates and page names, and the words between,
+    which cannot be told from a slug (``/shop/tools/x``, ``/shop/hammer-kit/x``)
+    and would make every category a template of its own.
+
+    >>> template(("forum", "viewtopic.php")), template(("forum", "viewforum.php"))
+    ('forum/viewtopic.php', 'forum/viewforum.php')
+    >>> template(("shop", "tools", "blue-hammer-2")), template(("item", "42", "print"))
+    ('shop/*/*', 'item/*/*')
+    >>> template(("docs",)), template(()), template(("blog", ""))
+    ('docs', '', 'blog/')
+    """
+    if len(segments) < 2:
+        return "/".join(segments)
+    middle = ["" if s == "" else "*" for s in segments[1:-1]]
+    last = segments[-1]
+    if last and not _SCRIPT.fullmatch(last):
+        last = "*"
+    return "/".join((segments[0], *middle, last))
