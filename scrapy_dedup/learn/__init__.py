@@ -29,10 +29,10 @@ host) already holds a fetched page, in a template where a page confirmed it
 (a rule reaches another template only with evidence there); one in
 ``1 / sample`` of those is fetched anyway, and its text checks the rule
 again, as does :meth:`Learner.audit` when the crawl would end. A
-contradiction is blamed on the rule family with the least evidence. Every
-skipped request is kept; a contradiction hands back the requests the rule
-skipped (in the excluded template, or all of them when revoked) for the
-caller to fetch.
+contradiction is blamed on the newest rule family no page has proven yet,
+else on the one with the least evidence. Every skipped request is kept; a
+contradiction hands back the requests the rule skipped (in the excluded
+template, or all of them when revoked) for the caller to fetch.
 """
 
 from __future__ import annotations

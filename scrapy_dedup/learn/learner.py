@@ -309,8 +309,8 @@ class Learner:
     ) -> None:
         """Two pages with different texts in one class: blame, of the rule
         families (one parameter's rules, one path kind's under one segment)
-        without which they would not be one class, the one with the least
-        evidence (a session id confirmed a hundred times is not what a colour
+        without which they would not be one class, the one :func:`_suspects`
+        picks (a session id confirmed a hundred times is not what a colour
         parameter adopted a moment ago got wrong). A candidate that made them
         one class is blamed first: the adopted rules that helped are checked
         by the pages of their own classes."""
@@ -329,7 +329,7 @@ class Learner:
             blamed = families[candidate.family]
         else:
             # The whole family: ?lang=de goes with ?lang.
-            weakest = _weakest(families, needed)
+            weakest = _suspects(families, needed, self.min_support)
             blamed = [
                 rule
                 for rule in host.rules.values()
@@ -538,16 +538,25 @@ def _families(used: tuple[Rule, ...], candidate: Rule | None) -> dict[Family, li
     return families
 
 
-def _weakest(families: dict[Family, list[Rule]], needed: list[Family]) -> list[Family]:
-    """Of the ``needed`` families, those with the least evidence; of equals,
-    the one adopted last."""
+def _suspects(
+    families: dict[Family, list[Rule]], needed: list[Family], proven: int
+) -> list[Family]:
+    """Of the ``needed`` families, the one to blame. First the newest of those
+    no page has proven yet (checked fewer than ``proven`` times since
+    adopted): a rule adopted a moment ago (``?variant=``) is the likelier
+    mistake than an older one pages checked (a category alias), whatever
+    evidence it was adopted on. Else those with the least evidence; of
+    equals, the one adopted last."""
 
     def evidence(family: Family) -> int:
         return sum(rule.support + rule.verified for rule in families[family])
 
+    def newest(candidates: list[Family]) -> list[Family]:
+        last = max(rule.adopted_at for family in candidates for rule in families[family])
+        return [f for f in candidates if any(r.adopted_at == last for r in families[f])]
+
+    unproven = [f for f in needed if sum(r.verified for r in families[f]) < proven]
+    if unproven:
+        return newest(unproven)
     weakest = min(evidence(family) for family in needed)
-    needed = [family for family in needed if evidence(family) == weakest]
-    newest = max(rule.adopted_at for family in needed for rule in families[family])
-    return [
-        family for family in needed if any(rule.adopted_at == newest for rule in families[family])
-    ]
+    return newest([family for family in needed if evidence(family) == weakest])
