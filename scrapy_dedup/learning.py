@@ -290,7 +290,7 @@ class LearnedRules:
                 rule.support,
                 rule.skipped,
                 rule.verified,
-                f"; not under /{'/, /'.join(sorted(rule.excluded))}/" if rule.excluded else "",
+                f"; not under /{', /'.join(sorted(rule.excluded))}" if rule.excluded else "",
             )
             stats.set_value(f"dedup/learn/rule/{rule.name}/skipped", rule.skipped)
         stats.set_value("dedup/learn/rules", adopted)

@@ -1,8 +1,8 @@
 """The package's layers: pure algorithms below, Scrapy components on top, no cycles.
 
-- ``url/``, ``html/``, ``text/``, ``stores/`` and ``keys.py`` import nothing
+- ``url/``, ``html/``, ``text/``, ``stores/``, ``learn/`` and ``keys.py`` import nothing
   from Scrapy and nothing from the components;
-- ``url/`` and ``text/`` import no other part of the package;
+- ``url/``, ``text/`` and ``learn/`` import no other part of the package;
 - no module imports another that imports it back (module-level imports and
   imports inside functions alike; ``TYPE_CHECKING`` blocks do not count).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import scrapy_dedup
 
 PACKAGE = Path(scrapy_dedup.__file__).resolve().parent
-PURE = ("url", "html", "text", "stores", "keys", "report")
+PURE = ("url", "html", "text", "stores", "keys", "report", "learn")
 ALLOWED = {  # which parts of the package a pure part may import
     "url": {"url"},
     "text": {"text"},
@@ -25,6 +25,7 @@ ALLOWED = {  # which parts of the package a pure part may import
     "keys": {"keys", "url"},
     "stores": {"stores", "keys", "url", "text"},
     "report": {"report"},
+    "learn": {"learn"},
 }
 
 
@@ -113,6 +114,7 @@ def test_importing_the_pure_parts_loads_no_scrapy() -> None:
         "import sys\n"
         "import scrapy_dedup.url, scrapy_dedup.html, scrapy_dedup.text, scrapy_dedup.stores\n"
         "import scrapy_dedup.stores.redis, scrapy_dedup.keys, scrapy_dedup.report\n"
+        "import scrapy_dedup.learn\n"
         "from scrapy_dedup import canonicalize_url\n"
         "loaded = sorted(m for m in sys.modules if m == 'scrapy' or m.startswith('scrapy.'))\n"
         "print(loaded)\n"
