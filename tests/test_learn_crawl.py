@@ -291,7 +291,7 @@ async def test_a_recrawl_starts_with_the_rules_the_store_learned(
     items = _item_pages(first, model) + _item_pages(second, model)
     assert set(items) == real and max(items.values()) == 1
     # The second run skips from its start (no rule to learn again first).
-    assert len(fetched) <= whole_fetches * 1.05
+    assert len(fetched) <= whole_fetches * 1.1  # (pages in flight at the cap, rules timing)
     assert stats["dedup/url/filtered/learned"] >= 100
 
 
