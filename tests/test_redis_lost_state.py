@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -37,6 +35,7 @@ from tests.conftest import BASE_SETTINGS
 from tests.crawl_worker import NewsSpider
 from tests.redis_servers import free_port, redis_binaries
 from tests.site import Reply, Site, article, page
+from tests.test_store_crawls import _worker
 from tests.text.neardup_corpus import documents
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,18 +205,8 @@ async def crawl(
 
 
 def worker(settings: dict[str, Any], start: str, items: Path, cwd: Path) -> subprocess.Popen[str]:
-    """``tests.crawl_worker`` in a process of its own, run from ``cwd``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    env["PYTHONPATH"] = str(ROOT)
-    settings = {**ADDON, "CONCURRENT_REQUESTS": 2, **settings}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.crawl_worker", json.dumps(settings), start, str(items)],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    """``tests.crawl_worker`` with the add-on, two requests in flight, run from ``cwd``."""
+    return _worker({**ADDON, "CONCURRENT_REQUESTS": 2, **settings}, start, items, cwd=cwd)
 
 
 def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str] | None = None) -> bool:

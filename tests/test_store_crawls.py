@@ -100,13 +100,14 @@ async def test_sqlite_second_run_skips_what_the_first_kept(
 
 
 def _worker(
-    settings: dict[str, Any], start: str, items: Path, **popen: Any
+    settings: dict[str, Any], start: str, items: Path, cwd: Path = ROOT, **popen: Any
 ) -> subprocess.Popen[str]:
+    """``tests.crawl_worker`` in a process of its own, run from ``cwd``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.Popen(
         [sys.executable, "-m", "tests.crawl_worker", json.dumps(settings), start, str(items)],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
