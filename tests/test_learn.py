@@ -53,8 +53,11 @@ def test_pairs_propose_the_rules_that_explain_them() -> None:
     assert _rules("https://s.test/Help/Guide", "https://s.test/help/guide") == [
         ("case", ("help",), ())
     ]
-    # Two differences at once, or the last segment itself: nothing.
-    assert _rules("https://s.test/p/1?a=1&b=2", "https://s.test/p/1?a=2&b=3") == []
+    # Two parameters at once: the set (tests/test_learn_paramsets.py); the
+    # last segment itself, or path and query at once: nothing.
+    assert _rules("https://s.test/p/1?a=1&b=2", "https://s.test/p/1?a=2&b=3") == [
+        ("params", ("a", "b"), ())
+    ]
     assert _rules("https://s.test/p/1", "https://s.test/p/2") == [("suffix", ("2",), ("1",))]
     assert _rules("https://s.test/a/x?q=1", "https://s.test/b/y?q=1") == []
 

@@ -16,6 +16,7 @@ from scrapy_dedup.learn.rules import (
     CANDIDATE,
     CASE,
     PARAM,
+    PARAMS,
     REVOKED,
     Rule,
     Skip,
@@ -150,7 +151,7 @@ class Learner:
                     rule.adopted_at = self._adoptions
                     rule.state = ADOPTED
                     host.adopted.append(rule)
-                    host.adopted.sort(key=lambda r: (r.kind != PARAM, r.kind, r.old))
+                    host.adopted.sort(key=lambda r: (r.kind not in (PARAM, PARAMS), r.kind, r.old))
                 loaded += 1
         return loaded
 
@@ -455,7 +456,7 @@ class Learner:
         rule.state = ADOPTED
         host.adopted.append(rule)
         # Parameters first, then paths: one order for every URL.
-        host.adopted.sort(key=lambda r: (r.kind != PARAM, r.kind, r.old))
+        host.adopted.sort(key=lambda r: (r.kind not in (PARAM, PARAMS), r.kind, r.old))
         self.inc("dedup/learn/adopted", 1)
         example = rule.examples[0] if rule.examples else ("", "")
         logger.info(

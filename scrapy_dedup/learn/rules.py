@@ -11,13 +11,27 @@ from typing import Any, NamedTuple
 
 from scrapy_dedup.learn.scope import _params, _Parts, _path, _prefix_matches, _segments
 
-__all__ = ["ADOPTED", "CANDIDATE", "CASE", "PARAM", "PREFIX", "REVOKED", "SUFFIX", "Rule", "Skip"]
+__all__ = [
+    "ADOPTED",
+    "CANDIDATE",
+    "CASE",
+    "PARAM",
+    "PARAMS",
+    "PREFIX",
+    "REVOKED",
+    "SUFFIX",
+    "Rule",
+    "Skip",
+]
 
 _MAX_SEGMENTS = 3  # a path rule replaces at most this many segments
+# A parameter-set rule names at most this many parameters that vary together
+# (?_pos=1&_sid=ab&_ss=r): more differences than that are another page.
+_MAX_SET = 4
 
 _WORD = re.compile(r"[A-Za-z_-]{1,16}")
 
-PARAM, PREFIX, SUFFIX, CASE = "param", "prefix", "suffix", "case"
+PARAM, PARAMS, PREFIX, SUFFIX, CASE = "param", "params", "prefix", "suffix", "case"
 CANDIDATE, ADOPTED, REVOKED = "candidate", "adopted", "revoked"
 
 
@@ -27,7 +41,9 @@ class Rule:
 
     host: str
     kind: str
-    old: tuple[str, ...]  # param: (name,) or (name, value); path: segments; case: (first,)
+    # param: (name,) or (name, value); params: the names, sorted; path: segments;
+    # case: (first,)
+    old: tuple[str, ...]
     new: tuple[str, ...] = ()
     state: str = CANDIDATE
     support: int = 0  # distinct texts of the classes where two pages had one text
@@ -61,6 +77,8 @@ class Rule:
         """The rule in the form of fixed host rules and of the log."""
         if self.kind == PARAM:
             return f"?{'='.join(self.old)} does not matter"
+        if self.kind == PARAMS:
+            return f"?{', ?'.join(self.old)} together do not matter"
         if self.kind == CASE:
             return f"/{self.old[0]}/... is case-insensitive"
         old, new = "/".join(self.old), "/".join(self.new)
@@ -70,8 +88,8 @@ class Rule:
 
     @property
     def family(self) -> tuple[str, str]:
-        """Rules that can stand in for one another: one parameter's, one path
-        kind's under one first segment."""
+        """Rules that can stand in for one another: one parameter's (or one
+        set's), one path kind's under one first segment."""
         return (
             PREFIX if self.kind == SUFFIX else self.kind,
             self.old[0] if self.kind != SUFFIX else self.old[-1],
@@ -98,6 +116,19 @@ def _rewrite_param(rule: Rule, parts: _Parts) -> _Parts | None:
         kept = [p for p in pairs if p != (rule.old[0], rule.old[1])]
     if len(kept) == len(pairs):
         return None
+    return parts._replace(query="&".join(f"{n}={v}" if v else n for n, v in kept))
+
+
+def _rewrite_params(rule: Rule, parts: _Parts) -> _Parts | None:
+    """The query without the rule's parameters, only where all of them are
+    there: the set was seen varying together, never one of them alone."""
+    if not parts.query:
+        return None
+    pairs = _params(parts.query)
+    names = set(rule.old)
+    if not names <= {n for n, _ in pairs}:
+        return None
+    kept = [p for p in pairs if p[0] not in names]
     return parts._replace(query="&".join(f"{n}={v}" if v else n for n, v in kept))
 
 
@@ -130,6 +161,7 @@ def _rewrite_suffix(rule: Rule, parts: _Parts) -> _Parts | None:
 
 _REWRITES = {
     PARAM: _rewrite_param,
+    PARAMS: _rewrite_params,
     CASE: _rewrite_case,
     PREFIX: _rewrite_prefix,
     SUFFIX: _rewrite_suffix,
@@ -159,6 +191,8 @@ def _rule_spec(rule: Rule) -> dict[str, Any]:
         if len(rule.old) > 1:
             spec["value"] = rule.old[1]
         return spec
+    if rule.kind == PARAMS:
+        return {"rule": PARAMS, "names": list(rule.old)}
     if rule.kind == CASE:
         return {"rule": CASE, "under": f"/{rule.old[0]}"}
     return {"rule": rule.kind, "from": _path(rule.old), "to": _path(rule.new)}
@@ -171,13 +205,22 @@ def _parse_spec(entry: Any) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     if kind == PARAM and isinstance(entry.get("name"), str) and entry["name"]:
         value = entry.get("value")
         return PARAM, (entry["name"],) if value is None else (entry["name"], str(value)), ()
+    names = entry.get("names")
+    if (
+        kind == PARAMS
+        and isinstance(names, list)
+        and all(isinstance(n, str) and n for n in names)
+        and 2 <= len(set(names)) <= _MAX_SET
+    ):
+        return PARAMS, tuple(sorted(set(names))), ()
     if kind == CASE and _segments(entry.get("under", "")):
         return CASE, (_segments(entry["under"])[0].lower(),), ()
     if kind in (PREFIX, SUFFIX) and _segments(entry.get("from", "")):
         return kind, _segments(entry["from"]), _segments(entry.get("to", ""))
     raise ValueError(
         f"unknown rule {entry!r}: expected "
-        '{"rule": "param", "name": ...[, "value": ...]}, {"rule": "prefix" or "suffix", '
+        '{"rule": "param", "name": ...[, "value": ...]}, {"rule": "params", "names": '
+        '[2 to 4 names]}, {"rule": "prefix" or "suffix", '
         '"from": "/a/b", "to": "/c"} or {"rule": "case", "under": "/help"}'
     )
 
@@ -201,13 +244,18 @@ def _explanations(a: _Parts, b: _Parts) -> list[Proposal]:
 
 def _param_explanations(pa: list[tuple[str, str]], pb: list[tuple[str, str]]) -> list[Proposal]:
     """One query parameter differs: it does not matter (with one value, if
-    only one side has it and its value is a word)."""
+    only one side has it and its value is a word). Two to four differ: the
+    set does not matter, as one rule (session and position parameters that
+    come together: ``?_pos=1&_sid=ab&_ss=r``); each alone was never seen to
+    make no difference, so no rule of one of them is proposed."""
     names = {n for n, _ in pa} | {n for n, _ in pb}
     differing = [
         n
         for n in sorted(names)
         if sorted(v for m, v in pa if m == n) != sorted(v for m, v in pb if m == n)
     ]
+    if 2 <= len(differing) <= _MAX_SET:
+        return [(PARAMS, tuple(differing), ())]
     if len(differing) != 1:
         return []
     name = differing[0]
