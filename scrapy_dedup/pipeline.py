@@ -17,7 +17,7 @@ from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
 from scrapy_dedup.text.shingles import has_more_tokens
-from scrapy_dedup.url.plain import plainer
+from scrapy_dedup.url.plain import marked_more, plainer
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -332,7 +332,13 @@ class ContentDedupPipeline:
         one kept (a print view kept, its page dropped), say which and why."""
         assert self.report is not None
         kept_from = self.report.kept_from(kept)
-        if dropped and kept_from != dropped and plainer(dropped, kept_from, canonical=kept):
+        if not dropped or kept_from == dropped:
+            return
+        if kept_from != kept:  # filed under its canonical (or clean) URL
+            worse = plainer(dropped, kept_from, canonical=kept)
+        else:  # two pages, one text: only a marked variant is a worse copy
+            worse = marked_more(kept_from, dropped)
+        if worse:
             self.report.worse_kept(kept, kept_from, dropped, self._kept_why)
 
     def _check_text_fields(self, adapter: MutableMapping[str, Any]) -> None:

@@ -191,3 +191,30 @@ async def test_a_crawl_with_many_held_items_finishes_and_loses_none(fresh_site: 
     assert stats["dedup/keep/held"] == stats["dedup/keep/released/timeout"]
     assert stats["dedup/keep/held"] + stats.get("dedup/keep/full", 0) >= 1
     assert stats["dedup/items/unique"] == 1 + pages
+
+
+@deferred_f_from_coro_f
+async def test_the_report_names_a_print_view_kept_without_a_declaration(
+    fresh_site: Site, tmp_path: Path
+) -> None:
+    # The print view declares nothing: it is kept under its own URL, /p/5's
+    # item is its exact duplicate, and the report says a worse copy was kept.
+    # Two different pages with one text are not called worse copies.
+    fresh_site.routes.update(
+        {
+            "/": lambda q: article("Home", "the home page", "/p/5/print", "/p/5", "/a", "/b"),
+            "/p/5/print": lambda q: article("Product 5 (print)", TEXTS[5]),
+            "/p/5": _slow(article("Product 5", TEXTS[5])),
+            "/a": lambda q: article("A", TEXTS[6]),
+            "/b": _slow(article("B", TEXTS[6])),
+        }
+    )
+    report = tmp_path / "report"
+    result = await crawl(
+        ProductSpider, {**ADDON, "DEDUP_REPORT": str(report)}, start=fresh_site.url("/")
+    )
+    assert result.stats["dedup/items/exact"] == 2
+    worse = json.loads(report.with_suffix(".json").read_text())["worse_copies_kept"]
+    assert [(_path(e["kept_from"]), _path(e["plainer"])) for e in worse["shown"]] == [
+        ("/p/5/print", "/p/5")
+    ]

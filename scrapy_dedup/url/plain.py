@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["VARIANT_MARKS", "plainer", "plainness"]
+__all__ = ["VARIANT_MARKS", "marked_more", "plainer", "plainness"]
 
 #: Path segments, query names and query values that mark a variant of a page
 #: (compared lowercased; a segment's extension is ignored: ``print.html``).
@@ -48,6 +48,19 @@ def plainness(url: str, canonical: str | None = None) -> tuple[int, int, int, in
     """
     marks, params, path = _marks(url)
     return (int(url != canonical) if canonical else 0, marks, params, path, len(url), url)
+
+
+def marked_more(url: str, other: str) -> bool:
+    """Whether ``url`` has more print/amp/mobile marks than ``other``, or as
+    many and more query parameters: a variant of the page, not another page
+    whose URL merely is longer.
+
+    >>> marked_more("https://s.test/p/5/print", "https://s.test/p/5")
+    True
+    >>> marked_more("https://s.test/news/office-denver", "https://s.test/news/boston")
+    False
+    """
+    return _marks(url)[:2] > _marks(other)[:2]
 
 
 def plainer(url: str, other: str, canonical: str | None = None) -> bool:
