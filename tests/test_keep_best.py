@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 
 from tests.conftest import crawl
 from tests.site import Reply, Route, Site, article, redirect
+from tests.test_store_crawls import _count_recorded, _worker
 from tests.text.neardup_corpus import documents
 
 ADDON = {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}
@@ -218,3 +220,43 @@ async def test_the_report_names_a_print_view_kept_without_a_declaration(
     assert [(_path(e["kept_from"]), _path(e["plainer"])) for e in worse["shown"]] == [
         ("/p/5/print", "/p/5")
     ]
+
+
+def test_kill_9_while_an_item_is_held_loses_nothing(fresh_site: Site, tmp_path: Path) -> None:
+    # The print view's item is held while /p/28 hangs; the crawl (SQLite) is
+    # killed then. The held item was never recorded as kept: the next run
+    # fetches the print view again, and the page's item comes out, from /p/28.
+    hang = [15.0]
+
+    def product(q: str) -> Reply:
+        time.sleep(hang[0])
+        return article("Product 28", TEXTS[28], "/")
+
+    fresh_site.routes.update({**_routes(), "/p/28": product})
+    db = tmp_path / "dedup.db"
+    settings = {**ADDON, "DEDUP_STORE": f"sqlite:///{db}", "DEDUP_KEEP": "best"}
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+
+    proc = _worker(settings, start, items)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if _count_recorded(db) >= 1 and "/p/28/print" in fresh_site.fetched():
+            break
+        time.sleep(0.005)
+    time.sleep(1.0)  # the print view's item reaches the pipeline and is held
+    assert proc.poll() is None, "the crawl ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    first = [json.loads(line) for line in items.read_text().splitlines()] if items.exists() else []
+    assert [item["title"] for item in first] in ([], ["Home"])
+
+    hang[0] = 0.0
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, log
+    assert "/p/28/print" in fresh_site.fetched()  # not recorded as kept by the killed run
+    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    products = [(item["title"], _path(item["url"])) for item in kept if item["title"] != "Home"]
+    assert products == [("Product 28", "/p/28")]
