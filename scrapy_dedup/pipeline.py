@@ -187,7 +187,8 @@ class ContentDedupPipeline:
         adapter: MutableMapping[str, Any] = item if type(item) is dict else ItemAdapter(item)
         fetched = _as_url(adapter.get(self.url_field))
         text = extract_text(adapter, self.text_fields)
-        if self._lacking is not None and not settled:
+        # (A held item's second pass is not counted again.)
+        if self._lacking is not None and (hold or self.keeper is None):
             self._check_text_fields(adapter)
         if self.keeper is None:
             return self._process_text(item, adapter, fetched, text, settled=settled)
