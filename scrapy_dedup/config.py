@@ -61,6 +61,12 @@ DEFAULTS: dict[str, Any] = {
     # a later page's item is a canonical duplicate only when its text is this close
     # (estimated Jaccard) to an item already filed under the canonical URL
     "DEDUP_CANONICAL_MIN_SIMILARITY": 0.5,
+    # which copy of a text is kept: "first" (the first to arrive) or "best" (an item
+    # from a page declaring another canonical URL is held while that page is on its
+    # way, and dropped as its duplicate when that page has the same text)
+    "DEDUP_KEEP": "first",
+    "DEDUP_KEEP_WAIT": 30.0,  # "best": seconds an item is held at most
+    "DEDUP_KEEP_MAX_HELD": 100,  # "best": items held at once at most; beyond, kept as they come
     # Stores
     # "memory" (also None or ""), "sqlite:///relative.db", "sqlite:////abs.db",
     # "redis://host:6379/0", "redis+cluster://host:7000", or "redis": REDIS_URL
@@ -291,6 +297,9 @@ class DedupConfig:
     canonical_check_homepage: bool = True
     canonical_head_limit: int = 1024 * 1024
     canonical_min_similarity: float = 0.5
+    keep: str = "first"
+    keep_wait: float = 30.0
+    keep_max_held: int = 100
     canonical_trust: str = "verified"
     canonical_trust_min_support: int = 3
     canonical_trust_sample: float = 0.05
@@ -345,6 +354,9 @@ class DedupConfig:
             canonical_check_homepage=r.flag("DEDUP_CANONICAL_CHECK_HOMEPAGE"),
             canonical_head_limit=r.number("DEDUP_CANONICAL_HEAD_LIMIT", int, 1),
             canonical_min_similarity=r.number("DEDUP_CANONICAL_MIN_SIMILARITY", float, 0.0, 1.0),
+            keep=r.choice("DEDUP_KEEP", ("first", "best")),
+            keep_wait=r.number("DEDUP_KEEP_WAIT", float, 0, above=True),
+            keep_max_held=r.number("DEDUP_KEEP_MAX_HELD", int, 0),
             canonical_trust=r.choice("DEDUP_CANONICAL_TRUST", ("verified", "always", "never")),
             canonical_trust_min_support=r.number("DEDUP_CANONICAL_TRUST_MIN_SUPPORT", int, 1),
             canonical_trust_sample=r.number("DEDUP_CANONICAL_TRUST_SAMPLE", float, 0.0, 1.0),

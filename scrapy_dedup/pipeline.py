@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from itemadapter import ItemAdapter
 from scrapy import signals
@@ -12,10 +12,12 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.durable import FeedCheckpoints
+from scrapy_dedup.keepbest import KeepBest
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
 from scrapy_dedup.text.shingles import has_more_tokens
+from scrapy_dedup.url.plain import marked_more, plainer
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -106,6 +108,13 @@ class ContentDedupPipeline:
         self._held: dict[int, tuple[Any, Any]] = {}
         self.feeds = FeedCheckpoints.of(crawler)
         self.report = self.state.summary.report  # DEDUP_REPORT: duplicate clusters
+        # DEDUP_KEEP = "best": items from a worse copy wait for the plainer one.
+        self.keeper = KeepBest(crawler, self.state) if config.keep == "best" else None
+        self._kept_why = (
+            "first to arrive"
+            if self.keeper is None
+            else "first to arrive: the plainer copy was not expected, or came too late"
+        )
         crawler.signals.connect(self._item_done, signal=signals.item_scraped)
         crawler.signals.connect(self._item_lost, signal=signals.item_dropped)
         crawler.signals.connect(self._item_lost, signal=signals.item_error)
@@ -117,6 +126,8 @@ class ContentDedupPipeline:
     def open_spider(self) -> None:
         self.store = self.state.store
         self.canonicals = self.state.canonicals
+        if self.keeper is not None:
+            self.keeper.store = self.store
         self.state.attach()
 
     def close_spider(self) -> None:
@@ -133,10 +144,20 @@ class ContentDedupPipeline:
     async def process_item(self, item: Any) -> Any:
         if self.store is None:  # used without open_spider (e.g. called directly)
             self.open_spider()
+        result = self._run(item, hold=self.keeper is not None)
+        if isinstance(result, _Hold):
+            assert self.keeper is not None
+            why = await self.keeper.hold(result.key, result.url)
+            # Compared now with what the declared page filed, if its items came.
+            result = self._run(item, settled=why == "arrived")
+        return result
+
+    def _run(self, item: Any, *, hold: bool = False, settled: bool = False) -> Any:
+        """Process ``item``, its store writes held until it is out of every pipeline."""
         assert self.store is not None
         with self.store.hold() as held:
             try:
-                result = self._process(item)
+                result = self._process(item, hold=hold, settled=settled)
             except DropItem:
                 self.store.discard(held)
                 raise
@@ -160,15 +181,46 @@ class ContentDedupPipeline:
         if entry is not None and self.store is not None:
             self.store.discard(entry[1])
 
-    def _process(self, item: Any) -> Any:
+    def _process(self, item: Any, *, hold: bool = False, settled: bool = False) -> Any:
         assert self.store is not None
         # A plain dict is its own adapter (ItemAdapter's costs more than the lookups).
         adapter: MutableMapping[str, Any] = item if type(item) is dict else ItemAdapter(item)
         fetched = _as_url(adapter.get(self.url_field))
         text = extract_text(adapter, self.text_fields)
-        if self._lacking is not None:
+        # (A held item's second pass is not counted again.)
+        if self._lacking is not None and (hold or self.keeper is None):
             self._check_text_fields(adapter)
-        url, filed, signature = self._place(adapter, fetched, text)
+        if self.keeper is None:
+            return self._process_text(item, adapter, fetched, text, settled=settled)
+        if hold and text is not None:
+            key = self._worth_holding(fetched)
+            if key is not None:
+                return _Hold(key, fetched)
+        try:
+            return self._process_text(item, adapter, fetched, text, settled=settled)
+        finally:
+            self.keeper.arrived(fetched)
+
+    def _worth_holding(self, fetched: str) -> int | None:
+        """DEDUP_KEEP = "best": the key of the plainer page to wait for when
+        the item from ``fetched`` is the first filed under the canonical URL
+        its page declares, and that page is on its way."""
+        assert self.keeper is not None and self.canonicals is not None
+        filed = self.canonicals.get(fetched) if fetched else None
+        if filed is None or filed[1] or filed[0] == fetched:
+            return None
+        return self.keeper.expects(filed[0], fetched)
+
+    def _process_text(
+        self,
+        item: Any,
+        adapter: MutableMapping[str, Any],
+        fetched: str,
+        text: str | None,
+        *,
+        settled: bool = False,
+    ) -> Any:
+        url, filed, signature = self._place(adapter, fetched, text, settled=settled)
         if text is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
@@ -179,15 +231,18 @@ class ContentDedupPipeline:
         found, fingerprint = self._match(digest, text, url, signature)
         if found is not None:
             kind, first, why, similarity = found
-            return self._duplicate(item, adapter, kind, first, url, why, similarity)
-        return self._keep(item, adapter, url, digest, fingerprint, (filed, signature))
+            return self._duplicate(
+                item, adapter, kind, first, url, why, similarity, source=fetched
+            )
+        return self._keep(item, adapter, (url, fetched), digest, fingerprint, (filed, signature))
 
     def _place(
-        self, adapter: MutableMapping[str, Any], url: str, text: str | None
+        self, adapter: MutableMapping[str, Any], url: str, text: str | None, *, settled: bool
     ) -> tuple[str, tuple[str, bool, int, str | None] | None, Any]:
         """``(the URL the item is kept under, its rel=canonical filing, the
-        text's filing signature)``; the item's URL field is set to that URL."""
-        filed, signature = self._filing(url, text)
+        text's filing signature)``; the item's URL field is set to that URL.
+        ``settled``: the item was held until the declared page's items came."""
+        filed, signature = self._filing(url, text, settled=settled)
         if filed is not None and filed[0] != url:
             self._file_under(adapter, filed[0], url)
             return filed[0], filed, signature
@@ -230,28 +285,62 @@ class ContentDedupPipeline:
         self,
         item: Any,
         adapter: MutableMapping[str, Any],
-        url: str,
+        urls: tuple[str, str],
         digest: bytes,
         fingerprint: Any,
         filing: tuple[tuple[str, bool, int, str | None] | None, Any],
     ) -> Any:
-        """Record a kept item's text (and its fingerprints) under ``url``."""
+        """Record a kept item's text (and its fingerprints) under ``url``
+        (``urls``: it and the URL the item was fetched from)."""
         assert self.store is not None
+        url, fetched = urls
         # Only kept items' texts are recorded, so a duplicate always names a kept
         # item. Claiming the digest settles a race between workers with the same
         # text before the near-duplicate index names this item.
         first = self.store.add_content(digest, url)
         if first is not None:  # another worker kept the same text meanwhile
-            return self._duplicate(item, adapter, "exact", first, url, "identical text")
+            return self._duplicate(
+                item, adapter, "exact", first, url, "identical text", source=fetched
+            )
         if fingerprint is not None:
             self.store.add_near(self.near, fingerprint, url)  # type: ignore[arg-type]
         filed, signature = filing
         if signature is not None and filed is not None:
             self.store.add_filed(filed[2], self._filing_method.encode(signature))
         self.stats.inc_value("dedup/items/unique")
+        if self.report is not None and fetched and fetched != url:
+            self.report.item_kept(url, fetched)
         if self.recrawls and self._recrawled(url):
             self.stats.inc_value("dedup/items/changed")
         return item
+
+    def _refile(
+        self, url: str, filed: tuple[str, bool, int, str | None], settled: bool
+    ) -> tuple[str, bool, int, str | None]:
+        """DEDUP_KEEP = "best": the filing of an item from ``url`` as if the
+        items held for its page had not been filed there first; and of a held
+        item once that page's items came (``settled``), as if those had."""
+        if self.keeper is None:
+            return filed
+        if settled and filed[0] != url:
+            return filed[0], True, filed[2], filed[3]
+        if filed[1] and filed[0] == url and self.keeper.awaits(url):
+            return filed[0], False, filed[2], filed[3]
+        return filed
+
+    def _note_worse_kept(self, kept: str, dropped: str) -> None:
+        """DEDUP_REPORT: when the item dropped came from a plainer URL than the
+        one kept (a print view kept, its page dropped), say which and why."""
+        assert self.report is not None
+        kept_from = self.report.kept_from(kept)
+        if not dropped or kept_from == dropped:
+            return
+        if kept_from != kept:  # filed under its canonical (or clean) URL
+            worse = plainer(dropped, kept_from, canonical=kept)
+        else:  # two pages, one text: only a marked variant is a worse copy
+            worse = marked_more(kept_from, dropped)
+        if worse:
+            self.report.worse_kept(kept, kept_from, dropped, self._kept_why)
 
     def _check_text_fields(self, adapter: MutableMapping[str, Any]) -> None:
         """Warn once when most of the first items have none of the text fields
@@ -292,7 +381,7 @@ class ContentDedupPipeline:
         return self.store.expired(self.state.keys.of_url(url))
 
     def _filing(
-        self, url: str, text: str | None
+        self, url: str, text: str | None, *, settled: bool = False
     ) -> tuple[tuple[str, bool, int, str | None] | None, Any]:
         """``((canonical URL, filed there first by another page, its key),
         the text's filing signature)`` of an item from the page at ``url``;
@@ -301,6 +390,7 @@ class ContentDedupPipeline:
         filed = self.canonicals.get(url) if url else None
         if filed is None or text is None:
             return filed, None
+        filed = self._refile(url, filed, settled)
         signature = self._filing_method.fingerprint(text[: self.max_chars])
         if filed[1] and not self._close_to_filed(filed[2], signature):
             # A page declared a canonical URL another page was filed under, but
@@ -385,6 +475,7 @@ class ContentDedupPipeline:
         why: str,
         similarity: float | None = None,
         fetched: str | None = None,
+        source: str | None = None,
     ) -> Any:
         self.stats.inc_value(f"dedup/items/{kind}")
         if self.report is not None:
@@ -392,6 +483,7 @@ class ContentDedupPipeline:
                 similarity = 1.0
             # (An item filed under its page's rel=canonical: the page it came from.)
             self.report.item_dropped(kind, first, fetched or url, why, similarity)
+            self._note_worse_kept(first, fetched or source or url)
         message = f"{kind} duplicate of {first or '(an item without URL)'} ({why})"
         if self.on_duplicate == "mark":
             try:
@@ -421,6 +513,14 @@ class ContentDedupPipeline:
         else:
             level = "DEBUG"
         raise DuplicateItem(message, log_level=level)
+
+
+class _Hold(NamedTuple):
+    """``_process``'s answer for an item to hold (``DEDUP_KEEP = "best"``):
+    the key of the page it waits for, and the URL it was fetched from."""
+
+    key: int
+    url: str
 
 
 def _as_url(value: Any) -> str:

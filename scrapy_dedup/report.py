@@ -36,6 +36,10 @@ MEMBERS = 10
 TRACKED_CLUSTERS = 5_000
 #: Learned rules listed (the most used first).
 TOP_RULES = 200
+#: Kept items whose fetched URL differs from the URL they are kept under,
+#: remembered to say which copy was kept; and worse copies kept, listed.
+TRACKED_KEPT = 20_000
+WORSE_KEPT = 100
 
 _SAVED_BY = (
     ("url_rules", "URL rules"),
@@ -107,6 +111,30 @@ class ReportCollector:
         self.untracked = 0  # duplicates of kept URLs beyond TRACKED_CLUSTERS
         self.untracked_clusters: set[int] = set()  # their hashes, to count them
         self.canonical: dict[str, list[dict[str, str]]] = {}
+        #: kept URL -> the URL its item was fetched from, when they differ.
+        self._kept_from: dict[str, str] = {}
+        #: where a worse copy was kept: [{"kept", "kept_from", "plainer", "why"}...]
+        self.worse: list[dict[str, str]] = []
+        self.worse_count = 0
+
+    def item_kept(self, url: str, fetched: str) -> None:
+        """An item fetched from ``fetched`` was kept under ``url`` (its page's
+        canonical or clean URL)."""
+        if len(self._kept_from) < TRACKED_KEPT:
+            self._kept_from[url] = fetched
+
+    def kept_from(self, url: str) -> str:
+        """The URL the item kept under ``url`` was fetched from (as far as known)."""
+        return self._kept_from.get(url, url)
+
+    def worse_kept(self, kept: str, kept_from: str, plainer: str, why: str) -> None:
+        """The item kept under ``kept`` came from ``kept_from`` (for ``why``),
+        and a copy from the plainer URL ``plainer`` was dropped."""
+        self.worse_count += 1
+        if len(self.worse) < WORSE_KEPT:
+            self.worse.append(
+                {"kept": kept, "kept_from": kept_from, "plainer": plainer, "why": why}
+            )
 
     def url_filtered(
         self, reasons: tuple[str, ...], url: str, key: str, seen_as: str | None = None
@@ -233,6 +261,10 @@ def build_report(
         "items_dropped": dropped,
         "url_rules": url_rules,
         "duplicate_clusters": collector._clusters(),
+        "worse_copies_kept": {
+            "count": collector.worse_count,
+            "shown": collector.worse,
+        },
         "canonical": {
             "applied": _get(stats, "dedup/canonical/applied"),
             "same": _get(stats, "dedup/canonical/same"),
@@ -346,6 +378,7 @@ def render_html(report: dict[str, Any]) -> str:
         *_html_savings(report),
         *_html_url_rules(report["url_rules"]),
         *_html_clusters(report["duplicate_clusters"]),
+        *_html_worse_kept(report.get("worse_copies_kept")),
         *_html_canonical(report["canonical"]),
         *_html_learned(report["learned_rules"]),
         "<h2>All dedup stats</h2>",
@@ -467,6 +500,35 @@ def _html_cluster(cluster: dict[str, Any]) -> str:
         + (f'<p class="muted">and {_n(more)} more</p>' if more > 0 else "")
         + "</details>"
     )
+
+
+def _html_worse_kept(worse: dict[str, Any] | None) -> list[str]:
+    """Where a worse copy of a page was kept and a plainer one dropped."""
+    if not worse or not worse["count"]:
+        return []
+    rows = [
+        f"<li>kept {_url(entry['kept_from'])} ({_e(entry['why'])}); {_url(entry['plainer'])}, "
+        f"its plainer URL, came later"
+        + (
+            f' <span class="muted">(kept under {_url(entry["kept"])})</span>'
+            if entry["kept"] != entry["kept_from"]
+            else ""
+        )
+        + "</li>"
+        for entry in worse["shown"]
+    ]
+    more = worse["count"] - len(worse["shown"])
+    return [
+        '<h2 id="worse-kept">Worse copies kept</h2>',
+        f"<p>{_n(worse['count'])} items were kept from a worse copy of their page (a print "
+        "view, an alias, more parameters) and the plainer copy's item dropped as its "
+        'duplicate. DEDUP_KEEP = "best" holds such items while the page they declare '
+        "canonical is on its way.</p>",
+        "<ul>",
+        *rows,
+        "</ul>",
+        *([f'<p class="muted">and {_n(more)} more</p>'] if more > 0 else []),
+    ]
 
 
 def _html_canonical(canonical: dict[str, Any]) -> list[str]:

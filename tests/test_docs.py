@@ -33,6 +33,9 @@ PATTERNS: dict[str, list[str]] = {
     "dedup/items/{}": [
         f"dedup/items/{kind}" for kind in ("exact", "near", "canonical", "unchanged")
     ],
+    "dedup/keep/released/{}": [
+        f"dedup/keep/released/{why}" for why in ("arrived", "failed", "timeout")
+    ],
     "dedup/learn/rule/{}/skipped": ["dedup/learn/rule/<host>: <rule>/skipped"],
     "dedup/url/saved/{}": [
         f"dedup/url/saved/{source}"
