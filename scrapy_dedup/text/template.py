@@ -65,7 +65,7 @@ __all__ = [
 
 #: A shingle is template once it is the least of its bin in this many kept
 #: pages of the host (a filter form, a footer, a "last modified" line).
-TEMPLATE_PAGES = 6
+TEMPLATE_PAGES = 3
 #: Counts are halved every this many kept pages of a host.
 HALF_LIFE = 256
 #: Hosts whose template is held at once (64 KiB each).
