@@ -13,7 +13,17 @@ item (% lost); texts with no kept text of 3-word Jaccard >= 0.8 (``bench_real_ap
 "lost"). Then every near merge of the "after" run, and those that "before" had and
 "after" no longer has.
 
+Then the quality checks, through the same pipeline, off and on:
+
+- the labelled pairs of ``tests/text/neardup_corpus.py`` (as ``bench_quality.py``: a fresh
+  pipeline per pair, so a cold template): recall per edit kind, false drops per negative kind;
+- templated sites (``tests/text/test_templated.py``: 300 template words, 100 of their own,
+  real English), ``--pages`` pages per site (a warm template): false drops among them, then
+  edited copies of 60 of them per edit kind (swap 0.5/1/2% of the words, insert/delete 2%):
+  the share caught (recall).
+
 Usage: python benches/bench_template.py [--url http://127.0.0.1:8800] [--items FILE]
+[--per-kind N] [--sites N] [--pages N] [--skip trac,pairs,templated]
 (``--items``: a JSONL of a plain crawl to reuse; written there when missing).
 """
 
@@ -22,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import sys
 import tempfile
 from collections import Counter
@@ -31,12 +42,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scrapy.exceptions import DropItem  # noqa: E402
-from scrapy.utils.misc import build_from_crawler  # noqa: E402
-from scrapy.utils.test import get_crawler  # noqa: E402
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
 
-from benches.bench_real_app import SPIDER, crawl, normalize, shingles  # noqa: E402
-from scrapy_dedup.pipeline import ContentDedupPipeline  # noqa: E402
+from benches.bench_real_app import SPIDER, crawl, normalize, shingles
+from scrapy_dedup.pipeline import ContentDedupPipeline
+from tests.text.neardup_corpus import (
+    KINDS_NEGATIVE,
+    KINDS_POSITIVE,
+    insert_delete,
+    labelled_pairs,
+    shingle_jaccard,
+    swap_words,
+    vocabulary,
+    words_of,
+)
+from tests.text.test_templated import english_site
 
 COMMON_SHINGLE = 5  # a shingle on this many distinct texts is the site's, not a page's own
 
@@ -47,15 +68,19 @@ def plain_items(url: str, cache: Path | None) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         spider = Path(tmp) / "trac_spider.py"
         spider.write_text(SPIDER)
-        settings = {"CONCURRENT_REQUESTS": 8, "DEPTH_LIMIT": 3, "ROBOTSTXT_OBEY": False,
-                    "TELNETCONSOLE_ENABLED": False}
+        settings = {
+            "CONCURRENT_REQUESTS": 8,
+            "DEPTH_LIMIT": 3,
+            "ROBOTSTXT_OBEY": False,
+            "TELNETCONSOLE_ENABLED": False,
+        }
         items: list[dict[str, Any]] = crawl(spider, url, settings)["items"]
     if cache is not None:
         cache.write_text("".join(json.dumps(i) + "\n" for i in items))
     return items
 
 
-async def run(items: list[dict[str, Any]], template: bool) -> list[dict[str, Any]]:
+def new_pipeline(template: bool) -> ContentDedupPipeline:
     crawler = get_crawler(
         settings_dict={
             "DEDUP_ON_DUPLICATE": "mark",
@@ -65,12 +90,14 @@ async def run(items: list[dict[str, Any]], template: bool) -> list[dict[str, Any
     )
     pipeline = build_from_crawler(ContentDedupPipeline, crawler)
     pipeline.open_spider()
+    return pipeline
+
+
+async def run(items: list[dict[str, Any]], template: bool) -> list[dict[str, Any]]:
+    pipeline = new_pipeline(template)
     out = []
     for item in items:
-        try:
-            out.append(await pipeline.process_item(dict(item)))
-        except DropItem:  # pragma: no cover - mark mode
-            pass
+        out.append(await pipeline.process_item(dict(item)))  # marked, never dropped
     pipeline.close_spider()
     return out
 
@@ -103,9 +130,7 @@ def report(
     no_near = sum(
         1
         for text in {normalize(i["text"]) for i in marked} - set(by_url.values())
-        if not any(
-            len(shingles(text) & o) >= 0.8 * len(shingles(text) | o) for o in pool
-        )
+        if not any(len(shingles(text) & o) >= 0.8 * len(shingles(text) | o) for o in pool)
     )
     lost = len(site - kept_shingles) / len(site)
     print(
@@ -116,30 +141,106 @@ def report(
     return merges
 
 
+async def duplicate_of(pipeline: ContentDedupPipeline, url: str, text: str) -> str | None:
+    item = await pipeline.process_item({"url": url, "text": text})
+    return item.get("duplicate_of")
+
+
+async def part_pairs(per_kind: int) -> None:
+    pairs = labelled_pairs(per_kind=per_kind)
+    print(f"\n== Labelled pairs ({per_kind} per kind, a fresh pipeline each: cold template)")
+    print(f"{'kind':22} {'template off':>13} {'template on':>12}")
+    for kind in (*KINDS_POSITIVE, *KINDS_NEGATIVE):
+        row = []
+        for template in (False, True):
+            hits = 0
+            chosen = [p for p in pairs if p.kind == kind]
+            for pair in chosen:
+                pipeline = new_pipeline(template)
+                await duplicate_of(pipeline, "https://site.test/a", pair.a)
+                hits += await duplicate_of(pipeline, "https://site.test/b", pair.b) is not None
+            row.append(hits / len(chosen))
+        what = "recall" if kind in KINDS_POSITIVE else "dropped"
+        print(f"{kind:22} {row[0]:13.3f} {row[1]:12.3f}  ({what})")
+
+
+EDITS = {
+    "word_swap_0.5pct": lambda t, r, v: swap_words(t, max(1, len(words_of(t)) // 200), r, v),
+    "word_swap_1pct": lambda t, r, v: swap_words(t, max(1, len(words_of(t)) // 100), r, v),
+    "word_swap_2pct": lambda t, r, v: swap_words(t, max(1, len(words_of(t)) // 50), r, v),
+    "insert_delete_2pct": lambda t, r, v: insert_delete(t, max(2, len(words_of(t)) // 50), r, v),
+}
+
+
+async def part_templated(sites: int, pages: int) -> None:
+    print(
+        f"\n== Templated sites: {sites} x {pages} pages (300 template words + 100 own), "
+        "then 60 edited copies per kind"
+    )
+    vocab = vocabulary()
+    print(f"{'':14} {'false drops':>12} " + " ".join(f"{k:>18}" for k in EDITS))
+    for template in (False, True):
+        false = 0
+        caught: Counter[str] = Counter()
+        for seed in range(sites):
+            site = english_site(seed, pages)
+            pipeline = new_pipeline(template)
+            kept: dict[str, str] = {}
+            for n, page in enumerate(site):
+                url = f"https://site{seed}.test/{n}"
+                first = await duplicate_of(pipeline, url, page)
+                if first is None:
+                    kept[url] = page
+                elif shingle_jaccard(page, kept[first]) < 0.75:
+                    false += 1
+            rng = random.Random(seed)
+            for kind, edit in EDITS.items():
+                for n in rng.sample(range(pages), 60):
+                    copy = edit(site[n], rng, vocab)
+                    url = f"https://site{seed}.test/{n}/copy-{kind}"
+                    caught[kind] += await duplicate_of(pipeline, url, copy) is not None
+        recall = " ".join(f"{caught[k] / (60 * sites):18.3f}" for k in EDITS)
+        print(f"{'template ' + ('on' if template else 'off'):14} {false:12} {recall}")
+
+
 async def amain(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8800")
     parser.add_argument("--items", type=Path, default=None)
+    parser.add_argument("--per-kind", type=int, default=60)
+    parser.add_argument("--sites", type=int, default=3)
+    parser.add_argument("--pages", type=int, default=500)
+    parser.add_argument("--skip", default="")
     args = parser.parse_args(argv)
-    items = plain_items(args.url, args.items)
+    skip = set(args.skip.split(","))
+    if "trac" not in skip:
+        await part_trac(args.url, args.items)
+    if "pairs" not in skip:
+        await part_pairs(args.per_kind)
+    if "templated" not in skip:
+        await part_templated(args.sites, args.pages)
+    return 0
+
+
+async def part_trac(url: str, cache: Path | None) -> None:
+    items = plain_items(url, cache)
     texts = {normalize(i["text"]) for i in items}
     counts = Counter(s for t in texts for s in shingles(t))
     common = {s for s, n in counts.items() if n >= COMMON_SHINGLE}
     site = set(counts)
     print(
-        f"Trac at {args.url}: {len(items)} items, {len(texts)} distinct texts, "
+        f"Trac at {url}: {len(items)} items, {len(texts)} distinct texts, "
         f"{len(site)} 3-word shingles ({len(common)} on >= {COMMON_SHINGLE} texts)"
     )
     before = report("DEDUP_NEAR_TEMPLATE=False", await run(items, False), site, common)
     after = report("DEDUP_NEAR_TEMPLATE=True", await run(items, True), site, common)
     print("\nnear merges with DEDUP_NEAR_TEMPLATE=True (true whole J, own part shared):")
-    for url, (first, whole, share) in sorted(after.items(), key=lambda x: x[1][2]):
-        print(f"  {whole:.2f} {share:.2f}  {url}  ->  {first}")
+    for page, (first, whole, share) in sorted(after.items(), key=lambda x: x[1][2]):
+        print(f"  {whole:.2f} {share:.2f}  {page}  ->  {first}")
     print("\nnear merges undone by DEDUP_NEAR_TEMPLATE (whole J, own part shared):")
-    for url, (first, whole, share) in sorted(before.items(), key=lambda x: x[1][2]):
-        if url not in after:
-            print(f"  {whole:.2f} {share:.2f}  {url}  ->  {first}")
-    return 0
+    for page, (first, whole, share) in sorted(before.items(), key=lambda x: x[1][2]):
+        if page not in after:
+            print(f"  {whole:.2f} {share:.2f}  {page}  ->  {first}")
 
 
 if __name__ == "__main__":

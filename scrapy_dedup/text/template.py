@@ -16,15 +16,18 @@ chance, one time in four. The share of equal bins there, corrected for
 chance, estimates how much of the new text's own part the kept text has:
 fingerprints stored by any earlier run (same method) compare as they are.
 
-The template is learned from the kept texts of each host: every bin's least
-shingle hash of a kept text counts once in a small count-min table (2 rows
-of 2**15 one-byte counters, 64 KiB per host, at most :data:`MAX_HOSTS` hosts,
-the least recently seen forgotten). A shingle is template when it is the
-least of its bin in at least :data:`TEMPLATE_PAGES` kept pages of the host
-(and well above the table's noise). Counts are halved every
-:data:`HALF_LIFE` kept pages, so the template follows the recent pages.
-Count-min only overcounts: a distinctive shingle may be taken for template
-(one bin fewer to compare), never the other way round from collisions.
+The template is learned from every text of a host compared for near
+duplicates, kept or dropped (pages that share only a template would
+otherwise never be kept to learn it from): each shingle hash counts once per
+page in a small count-min table (2 rows of 2**16 one-byte counters, 128 KiB
+per host, at most :data:`MAX_HOSTS` hosts, the least recently seen
+forgotten). A shingle is template once it was on :data:`TEMPLATE_PAGES`
+pages of the host. Counts are halved every :data:`HALF_LIFE` pages, and
+whenever a row has taken as many counts as it has counters (about 30 pages
+of 2,000 words, 200 of 300), so the template follows the recent pages and
+collisions stay rare (a counter's mean stays under 1). Count-min only
+overcounts: a distinctive shingle may be taken for template (one bin fewer
+to compare), never the other way round.
 
 >>> model = TemplateModel()
 >>> from scrapy_dedup.text.shingles import shingle_hashes
@@ -63,13 +66,14 @@ __all__ = [
     "bin_minima",
 ]
 
-#: A shingle is template once it is the least of its bin in this many kept
-#: pages of the host (a filter form, a footer, a "last modified" line).
+#: A shingle is template once it was on this many pages of the host (a
+#: filter form, a footer, a "last modified" line). Two copies of a page do
+#: not make a template; a third view of it may (then kept, not lost).
 TEMPLATE_PAGES = 3
-#: Counts are halved every this many kept pages of a host.
+#: Counts are halved every this many pages of a host.
 HALF_LIFE = 256
-#: Hosts whose template is held at once (64 KiB each).
-MAX_HOSTS = 32
+#: Hosts whose template is held at once (128 KiB each).
+MAX_HOSTS = 16
 #: The share of a text's distinctive part a candidate must have.
 CONFIRM_SIMILARITY = 0.5
 #: Equal bins of the distinctive part must be this unlikely by chance alone
@@ -77,7 +81,7 @@ CONFIRM_SIMILARITY = 0.5
 #: page that merely shares its template: only an exact copy is dropped).
 CHANCE_LEVEL = 1e-3
 
-_WIDTH_BITS = 15
+_WIDTH_BITS = 16
 _WIDTH = 1 << _WIDTH_BITS
 _FINE_BITS = 9  # log2(SKETCH_BINS), as in minhash
 _EMPTY = np.iinfo(np.uint64).max
@@ -108,8 +112,8 @@ def _slots(values: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.intp], npt.ND
 
 
 class HostTemplate:
-    """The template of one host: how many of its kept pages had each shingle
-    as the least of its bin (count-min, 2 x 2**15 saturating bytes)."""
+    """The template of one host: how many of its pages had each shingle
+    (count-min, 2 x 2**16 saturating bytes)."""
 
     __slots__ = ("added", "counts", "pages")
 
@@ -118,9 +122,8 @@ class HostTemplate:
         self.pages = 0  # kept pages learned from since the last halving
         self.added = 0  # counter increments since the last halving (the noise)
 
-    def learn_minima(self, minima: npt.NDArray[np.uint64]) -> None:
-        """Count the bin minima of one kept page (empty bins ignored)."""
-        values = minima[minima != _EMPTY]
+    def learn(self, values: npt.NDArray[np.uint64]) -> None:
+        """Count the shingle hashes of one page (each once)."""
         if not len(values):
             return
         for row, columns in enumerate(_slots(values)):
@@ -128,7 +131,7 @@ class HostTemplate:
             counts[columns] = np.minimum(counts[columns], 254) + 1
         self.added += len(values)
         self.pages += 1
-        if self.pages >= HALF_LIFE:
+        if self.pages >= HALF_LIFE or self.added >= _WIDTH:
             self.counts >>= 1
             self.pages >>= 1
             self.added >>= 1
@@ -151,13 +154,14 @@ class TextTemplate:
     candidate's sketch must pass: computed on the first candidate only (most
     texts meet none)."""
 
-    __slots__ = ("_bins", "_host", "_lanes", "hashes")
+    __slots__ = ("_bins", "_host", "_lanes", "_own", "hashes")
 
     def __init__(self, host: HostTemplate, hashes: npt.NDArray[np.uint64]) -> None:
         self._host = host
         self.hashes = hashes
         self._bins: npt.NDArray[np.intp] | None = None
         self._lanes: npt.NDArray[np.uint8] = np.empty(0, dtype=np.uint8)
+        self._own = True  # whether any shingle of the text is not template
 
     def _distinctive(self) -> npt.NDArray[np.intp]:
         bins = self._bins
@@ -165,6 +169,8 @@ class TextTemplate:
             minima = bin_minima(self.hashes)
             filled = np.flatnonzero(minima != _EMPTY)
             own = filled[~self._host.is_template(minima[filled])]
+            if not len(own):  # no bin's least shingle is its own: has it any?
+                self._own = not self._host.is_template(self.hashes).all()
             self._lanes = (minima[own] & np.uint64(3)).astype(np.uint8)
             bins = self._bins = own
         return bins
@@ -195,11 +201,13 @@ class TextTemplate:
         """Which candidate sketches have the text's distinctive part: an
         estimated share of at least :data:`CONFIRM_SIMILARITY`, with more equal
         bins than chance gives at :data:`CHANCE_LEVEL`. A text that is all
-        template (its whole text already matched) is confirmed."""
+        template (its whole text already matched) is confirmed; one whose own
+        shingles hold no bin (a few words beside a large template) is not:
+        nothing tells whether a candidate has them."""
         n = len(self._distinctive())
         equal = self._equal(sketches)
         if n == 0:
-            return np.ones(len(equal), dtype=bool)
+            return np.full(len(equal), not self._own, dtype=bool)
         share = (equal / n - _CHANCE) / (1.0 - _CHANCE)
         ok: npt.NDArray[np.bool_] = (share >= CONFIRM_SIMILARITY) & (equal >= _needed(n))
         return ok
@@ -256,7 +264,7 @@ class TemplateModel:
 
     def learn(self, name: str, hashes: npt.NDArray[np.uint64]) -> None:
         """Learn from a text kept for host ``name``."""
-        self.host(name).learn_minima(bin_minima(hashes))
+        self.host(name).learn(np.asarray(hashes, dtype=np.uint64))
 
     def nbytes(self) -> int:
         """Bytes of the count tables held."""
