@@ -235,6 +235,8 @@ class ContentDedupPipeline:
             # Every page compared counts, dropped or kept: pages that share
             # only a template would otherwise never be kept to learn it from.
             self.templates.learn(host, hashes)
+            if match is None and fingerprint.template.rejected:
+                self.stats.inc_value("dedup/items/template_kept")
         else:
             match = self.store.match_near(self.near, fingerprint)
         # A page is never a duplicate of itself: its text changed a little

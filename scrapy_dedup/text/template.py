@@ -154,7 +154,7 @@ class TextTemplate:
     candidate's sketch must pass: computed on the first candidate only (most
     texts meet none)."""
 
-    __slots__ = ("_bins", "_host", "_lanes", "_own", "hashes")
+    __slots__ = ("_bins", "_host", "_lanes", "_own", "hashes", "rejected")
 
     def __init__(self, host: HostTemplate, hashes: npt.NDArray[np.uint64]) -> None:
         self._host = host
@@ -162,6 +162,8 @@ class TextTemplate:
         self._bins: npt.NDArray[np.intp] | None = None
         self._lanes: npt.NDArray[np.uint8] = np.empty(0, dtype=np.uint8)
         self._own = True  # whether any shingle of the text is not template
+        #: Candidates :meth:`confirms` turned down (they shared the template only).
+        self.rejected = 0
 
     def _distinctive(self) -> npt.NDArray[np.intp]:
         bins = self._bins
@@ -207,9 +209,11 @@ class TextTemplate:
         n = len(self._distinctive())
         equal = self._equal(sketches)
         if n == 0:
-            return np.full(len(equal), not self._own, dtype=bool)
-        share = (equal / n - _CHANCE) / (1.0 - _CHANCE)
-        ok: npt.NDArray[np.bool_] = (share >= CONFIRM_SIMILARITY) & (equal >= _needed(n))
+            ok: npt.NDArray[np.bool_] = np.full(len(equal), not self._own, dtype=bool)
+        else:
+            share = (equal / n - _CHANCE) / (1.0 - _CHANCE)
+            ok = (share >= CONFIRM_SIMILARITY) & (equal >= _needed(n))
+        self.rejected += int(len(ok) - np.count_nonzero(ok))
         return ok
 
 
