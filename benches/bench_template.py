@@ -20,10 +20,13 @@ Then the quality checks, through the same pipeline, off and on:
 - templated sites (``tests/text/test_templated.py``: 300 template words, 100 of their own,
   real English), ``--pages`` pages per site (a warm template): false drops among them, then
   edited copies of 60 of them per edit kind (swap 0.5/1/2% of the words, insert/delete 2%):
-  the share caught (recall).
+  the share caught (recall);
+- the CPU per item (``process_time``) on a duplicate-free stream of real documents of one
+  host, off and on, best of ``--rounds`` interleaved rounds.
 
 Usage: python benches/bench_template.py [--url http://127.0.0.1:8800] [--items FILE]
-[--per-kind N] [--sites N] [--pages N] [--skip trac,pairs,templated]
+[--depth 3] [--versions]
+[--per-kind N] [--sites N] [--pages N] [--rounds N] [--skip trac,pairs,templated,cost]
 (``--items``: a JSONL of a plain crawl to reuse; written there when missing).
 """
 
@@ -62,15 +65,18 @@ from tests.text.test_templated import english_site
 COMMON_SHINGLE = 5  # a shingle on this many distinct texts is the site's, not a page's own
 
 
-def plain_items(url: str, cache: Path | None) -> list[dict[str, Any]]:
+def plain_items(
+    url: str, cache: Path | None, depth: int = 3, versions: bool = False
+) -> list[dict[str, Any]]:
     if cache is not None and cache.exists():
         return [json.loads(line) for line in cache.read_text().splitlines() if line]
     with tempfile.TemporaryDirectory() as tmp:
         spider = Path(tmp) / "trac_spider.py"
-        spider.write_text(SPIDER)
+        # --versions: the wiki's ?version=N views too (short old versions of pages).
+        spider.write_text(SPIDER.replace("version=|", "") if versions else SPIDER)
         settings = {
             "CONCURRENT_REQUESTS": 8,
-            "DEPTH_LIMIT": 3,
+            "DEPTH_LIMIT": depth,
             "ROBOTSTXT_OBEY": False,
             "TELNETCONSOLE_ENABLED": False,
         }
@@ -203,27 +209,55 @@ async def part_templated(sites: int, pages: int) -> None:
         print(f"{'template ' + ('on' if template else 'off'):14} {false:12} {recall}")
 
 
+async def part_cost(rounds: int) -> None:
+    """CPU per item (process_time, best of ``rounds`` interleaved rounds) on a
+    duplicate-free stream of real documents of one host: learning from every page."""
+    import time
+
+    from tests.text.neardup_corpus import documents
+
+    docs = documents()
+    best = {False: float("inf"), True: float("inf")}
+    for _ in range(rounds):
+        for template in (False, True):
+            pipeline = new_pipeline(template)
+            started = time.process_time()
+            for n, doc in enumerate(docs):
+                await pipeline.process_item({"url": f"https://site.test/{n}", "text": doc})
+            best[template] = min(best[template], time.process_time() - started)
+    off, on = (best[t] / len(docs) * 1e6 for t in (False, True))
+    print(
+        f"\n== CPU per item, {len(docs)} distinct documents (300-1500 words) of one host, "
+        f"best of {rounds}: template off {off:.0f} us, on {on:.0f} us ({on / off:.2f}x)"
+    )
+
+
 async def amain(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8800")
     parser.add_argument("--items", type=Path, default=None)
+    parser.add_argument("--depth", type=int, default=3, help="DEPTH_LIMIT of the crawl")
+    parser.add_argument("--versions", action="store_true", help="follow ?version= links too")
     parser.add_argument("--per-kind", type=int, default=60)
     parser.add_argument("--sites", type=int, default=3)
     parser.add_argument("--pages", type=int, default=500)
-    parser.add_argument("--skip", default="")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the CPU part")
+    parser.add_argument("--skip", default="", help="parts to skip: trac,pairs,templated,cost")
     args = parser.parse_args(argv)
     skip = set(args.skip.split(","))
     if "trac" not in skip:
-        await part_trac(args.url, args.items)
+        await part_trac(args.url, args.items, args.depth, args.versions)
     if "pairs" not in skip:
         await part_pairs(args.per_kind)
     if "templated" not in skip:
         await part_templated(args.sites, args.pages)
+    if "cost" not in skip:
+        await part_cost(args.rounds)
     return 0
 
 
-async def part_trac(url: str, cache: Path | None) -> None:
-    items = plain_items(url, cache)
+async def part_trac(url: str, cache: Path | None, depth: int, versions: bool) -> None:
+    items = plain_items(url, cache, depth, versions)
     texts = {normalize(i["text"]) for i in items}
     counts = Counter(s for t in texts for s in shingles(t))
     common = {s for s, n in counts.items() if n >= COMMON_SHINGLE}

@@ -71,7 +71,7 @@ __all__ = [
 #: not make a template; a third view of it may (then kept, not lost).
 TEMPLATE_PAGES = 3
 #: Counts are halved every this many pages of a host.
-HALF_LIFE = 256
+HALF_LIFE = 255
 #: Hosts whose template is held at once (128 KiB each).
 MAX_HOSTS = 16
 #: The share of a text's distinctive part a candidate must have.
@@ -81,8 +81,7 @@ CONFIRM_SIMILARITY = 0.5
 #: page that merely shares its template: only an exact copy is dropped).
 CHANCE_LEVEL = 1e-3
 
-_WIDTH_BITS = 16
-_WIDTH = 1 << _WIDTH_BITS
+_WIDTH = 1 << 16
 _FINE_BITS = 9  # log2(SKETCH_BINS), as in minhash
 _EMPTY = np.iinfo(np.uint64).max
 _CHANCE = 0.25
@@ -104,11 +103,11 @@ def bin_minima(hashes: npt.ArrayLike) -> npt.NDArray[np.uint64]:
     return fine
 
 
-def _slots(values: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Two count-min columns per hash, from bits the bin does not use."""
-    low = (values & np.uint64(_WIDTH - 1)).astype(np.intp)
-    mid = ((values >> np.uint64(20)) & np.uint64(_WIDTH - 1)).astype(np.intp)
-    return low, mid
+def _slots(values: npt.NDArray[np.uint64]) -> tuple[np.ndarray, np.ndarray]:
+    """Two count-min columns per hash: its low two 16-bit words (the bin is
+    chosen by the top bits), as contiguous indices (the fastest to scatter)."""
+    words = np.ascontiguousarray(values, dtype="<u8").view("<u2").reshape(-1, 4)
+    return words[:, 0].astype(np.intp), words[:, 1].astype(np.intp)
 
 
 class HostTemplate:
@@ -126,9 +125,11 @@ class HostTemplate:
         """Count the shingle hashes of one page (each once)."""
         if not len(values):
             return
-        for row, columns in enumerate(_slots(values)):
-            counts = self.counts[row]
-            counts[columns] = np.minimum(counts[columns], 254) + 1
+        # A repeated column counts once. No overflow: a count grows by one a
+        # page, and counts are halved before HALF_LIFE pages pass.
+        low, high = _slots(values)
+        self.counts[0][low] += 1
+        self.counts[1][high] += 1
         self.added += len(values)
         self.pages += 1
         if self.pages >= HALF_LIFE or self.added >= _WIDTH:
