@@ -42,6 +42,7 @@ plain; distinct item texts (whitespace-collapsed, lower-cased ``#content``); pla
 missing from (b) and from (c)'s feed, counted as lost only if no kept item has the same
 normalized text (first) nor a near-same one (Jaccard of 3-word shingles >= 0.8, second;
 a near-duplicate dropped while another URL keeps its text is not a loss), with up to 5 examples;
+the share of the site's 3-word shingles (over plain's items) in no kept item;
 URLs duplicated in (c)'s feed; and (b)'s summary line's "fetches saved" against plain - (b).
 """
 
@@ -188,6 +189,13 @@ def lost(plain: list[dict[str, Any]], kept: list[dict[str, Any]]) -> list[dict[s
     return out
 
 
+def shingles_lost(plain: list[dict[str, Any]], kept: list[dict[str, Any]]) -> float:
+    """The share of the site's 3-word shingles (over plain's items) in no kept item."""
+    site = set().union(*(shingles(normalize(i["text"])) for i in plain))
+    held = set().union(*(shingles(normalize(i["text"])) for i in kept))
+    return len(site - held) / max(1, len(site))
+
+
 def saved_number(summary: str) -> float | None:
     match = SAVED.search(summary)
     if not match:
@@ -254,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         exact = len({normalize(i["text"]) for i in a["items"]} - texts)
         gone = lost(a["items"], items)
         print(f"plain texts not in ({name}): {exact} exactly, {len(gone)} with no near-same text")
+        share = shingles_lost(a["items"], items)
+        print(f"site shingles in no item of ({name}): {100 * share:.2f}%")
         for item in gone[:5]:
             near, where = closest(item, items)
             how = "fetched, item dropped" if item["url"] in seen else "not fetched"
