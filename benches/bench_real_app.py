@@ -33,6 +33,7 @@ and ``version=`` views, ``DEPTH_LIMIT`` 3) and yields ``{url, title, text}`` per
 
 a) plain Scrapy;
 b) ``ADDONS = {"scrapy_dedup.DedupAddon": 0}``, memory store;
+b0) the same with ``DEDUP_NEAR_TEMPLATE = False`` (near duplicates decided on the whole text);
 c) the add-on with ``DEDUP_STORE="sqlite:///<tmp>/d.db"`` and ``-o items.jsonl``, killed
    with SIGKILL after ``N`` responses (``N`` random, ``--seed``) ``--kills`` times, then
    run to its end with the same command, appending to the same feed.
@@ -226,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spider.write_text(SPIDER)
         a = crawl(spider, args.url, common)
         b = crawl(spider, args.url, {**common, **addon})
+        b0 = crawl(spider, args.url, {**common, **addon, "DEDUP_NEAR_TEMPLATE": False})
         store = {**common, **addon, "DEDUP_STORE": f"sqlite:///{tmp}/d.db"}
         feed = Path(tmp) / "items.jsonl"
         runs = []
@@ -250,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = (
         ("a) plain", a["requests"], a["items"]),
         ("b) add-on, memory", b["requests"], b["items"]),
+        ("b0) (b), DEDUP_NEAR_TEMPLATE=False", b0["requests"], b0["items"]),
         ("c) add-on, SQLite, -o, kill -9", c_requests, c_items),
     )
     print(f"{'config':34} {'fetches':>8} {'/plain':>7} {'items':>6} {'distinct texts':>15}")
@@ -257,7 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         distinct = len({normalize(i["text"]) for i in items})
         print(f"{name:34} {fetches:8} {fetches / a['requests']:7.2f} {len(items):6} {distinct:15}")
     c_fetched = set().union(*(r["fetched"] for r in runs))
-    for name, items, seen in (("b", b["items"], b["fetched"]), ("c", c_items, c_fetched)):
+    for name, items, seen in (
+        ("b", b["items"], b["fetched"]),
+        ("b0", b0["items"], b0["fetched"]),
+        ("c", c_items, c_fetched),
+    ):
         texts = {normalize(i["text"]) for i in items}
         exact = len({normalize(i["text"]) for i in a["items"]} - texts)
         gone = lost(a["items"], items)

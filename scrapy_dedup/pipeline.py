@@ -80,8 +80,8 @@ class ContentDedupPipeline:
         # DEDUP_RECRAWL_AFTER: pages fetched again once their time passed.
         self.recrawls = config.recrawl_after is not None
         self.min_words = config.near_min_words
-        # DEDUP_NEAR_TEMPLATE: each host's template learned from its kept texts
-        # (per worker), and a near duplicate must share the rest too.
+        # DEDUP_NEAR_TEMPLATE: each host's template learned from every text
+        # compared (per process), and a near duplicate must share the rest too.
         self.templates = (
             TemplateModel()
             if config.near_template and isinstance(self.near, MinHashMethod)
