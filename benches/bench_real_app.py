@@ -33,6 +33,7 @@ and ``version=`` views, ``DEPTH_LIMIT`` 3) and yields ``{url, title, text}`` per
 
 a) plain Scrapy;
 b) ``ADDONS = {"scrapy_dedup.DedupAddon": 0}``, memory store;
+b0) the same with ``DEDUP_NEAR_TEMPLATE = False`` (near duplicates decided on the whole text);
 c) the add-on with ``DEDUP_STORE="sqlite:///<tmp>/d.db"`` and ``-o items.jsonl``, killed
    with SIGKILL after ``N`` responses (``N`` random, ``--seed``) ``--kills`` times, then
    run to its end with the same command, appending to the same feed.
@@ -42,6 +43,7 @@ plain; distinct item texts (whitespace-collapsed, lower-cased ``#content``); pla
 missing from (b) and from (c)'s feed, counted as lost only if no kept item has the same
 normalized text (first) nor a near-same one (Jaccard of 3-word shingles >= 0.8, second;
 a near-duplicate dropped while another URL keeps its text is not a loss), with up to 5 examples;
+the share of the site's 3-word shingles (over plain's items) in no kept item;
 URLs duplicated in (c)'s feed; and (b)'s summary line's "fetches saved" against plain - (b).
 """
 
@@ -188,6 +190,13 @@ def lost(plain: list[dict[str, Any]], kept: list[dict[str, Any]]) -> list[dict[s
     return out
 
 
+def shingles_lost(plain: list[dict[str, Any]], kept: list[dict[str, Any]]) -> float:
+    """The share of the site's 3-word shingles (over plain's items) in no kept item."""
+    site = set().union(*(shingles(normalize(i["text"])) for i in plain))
+    held = set().union(*(shingles(normalize(i["text"])) for i in kept))
+    return len(site - held) / max(1, len(site))
+
+
 def saved_number(summary: str) -> float | None:
     match = SAVED.search(summary)
     if not match:
@@ -218,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spider.write_text(SPIDER)
         a = crawl(spider, args.url, common)
         b = crawl(spider, args.url, {**common, **addon})
+        b0 = crawl(spider, args.url, {**common, **addon, "DEDUP_NEAR_TEMPLATE": False})
         store = {**common, **addon, "DEDUP_STORE": f"sqlite:///{tmp}/d.db"}
         feed = Path(tmp) / "items.jsonl"
         runs = []
@@ -242,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = (
         ("a) plain", a["requests"], a["items"]),
         ("b) add-on, memory", b["requests"], b["items"]),
+        ("b0) (b), DEDUP_NEAR_TEMPLATE=False", b0["requests"], b0["items"]),
         ("c) add-on, SQLite, -o, kill -9", c_requests, c_items),
     )
     print(f"{'config':34} {'fetches':>8} {'/plain':>7} {'items':>6} {'distinct texts':>15}")
@@ -249,11 +260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         distinct = len({normalize(i["text"]) for i in items})
         print(f"{name:34} {fetches:8} {fetches / a['requests']:7.2f} {len(items):6} {distinct:15}")
     c_fetched = set().union(*(r["fetched"] for r in runs))
-    for name, items, seen in (("b", b["items"], b["fetched"]), ("c", c_items, c_fetched)):
+    for name, items, seen in (
+        ("b", b["items"], b["fetched"]),
+        ("b0", b0["items"], b0["fetched"]),
+        ("c", c_items, c_fetched),
+    ):
         texts = {normalize(i["text"]) for i in items}
         exact = len({normalize(i["text"]) for i in a["items"]} - texts)
         gone = lost(a["items"], items)
         print(f"plain texts not in ({name}): {exact} exactly, {len(gone)} with no near-same text")
+        share = shingles_lost(a["items"], items)
+        print(f"site shingles in no item of ({name}): {100 * share:.2f}%")
         for item in gone[:5]:
             near, where = closest(item, items)
             how = "fetched, item dropped" if item["url"] in seen else "not fetched"

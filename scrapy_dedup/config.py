@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_SIMHASH_MAX_DISTANCE": 3,  # simhash: Hamming radius in bits
     "DEDUP_MAX_TEXT_CHARS": 1_000_000,  # near-dup fingerprints read at most this much
     "DEDUP_NEAR_MIN_WORDS": 30,  # shorter texts are compared exactly only
+    "DEDUP_NEAR_TEMPLATE": True,  # near duplicates must share what is not their host's template
     # rel=canonical (RelCanonicalMiddleware)
     "DEDUP_CANONICAL_ENABLED": True,
     "DEDUP_CANONICAL_CHECK_SITE": True,  # ignore a canonical on another registrable domain
@@ -291,6 +292,7 @@ class DedupConfig:
     simhash_max_distance: int = 3
     max_text_chars: int = 1_000_000
     near_min_words: int = 30
+    near_template: bool = True
     # rel=canonical
     canonical_enabled: bool = True
     canonical_check_site: bool = True
@@ -349,6 +351,7 @@ class DedupConfig:
             simhash_max_distance=r.number("DEDUP_SIMHASH_MAX_DISTANCE", int, 0, 8),
             max_text_chars=r.number("DEDUP_MAX_TEXT_CHARS", int, 1000),
             near_min_words=r.number("DEDUP_NEAR_MIN_WORDS", int, 1),
+            near_template=r.flag("DEDUP_NEAR_TEMPLATE"),
             canonical_enabled=r.flag("DEDUP_CANONICAL_ENABLED"),
             canonical_check_site=r.flag("DEDUP_CANONICAL_CHECK_SITE"),
             canonical_check_homepage=r.flag("DEDUP_CANONICAL_CHECK_HOMEPAGE"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter
 from scrapy import signals
@@ -16,7 +17,9 @@ from scrapy_dedup.keepbest import KeepBest
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
+from scrapy_dedup.text.minhash import signature as signature_of
 from scrapy_dedup.text.shingles import has_more_tokens
+from scrapy_dedup.text.template import TemplateModel
 from scrapy_dedup.url.plain import marked_more, plainer
 
 if TYPE_CHECKING:
@@ -79,6 +82,13 @@ class ContentDedupPipeline:
         # DEDUP_RECRAWL_AFTER: pages fetched again once their time passed.
         self.recrawls = config.recrawl_after is not None
         self.min_words = config.near_min_words
+        # DEDUP_NEAR_TEMPLATE: each host's template learned from every text
+        # compared (per process), and a near duplicate must share the rest too.
+        self.templates = (
+            TemplateModel()
+            if config.near_template and isinstance(self.near, MinHashMethod)
+            else None
+        )
         self.debug = config.debug
         self.stats = crawler.stats
         self._logged_first = False
@@ -102,6 +112,7 @@ class ContentDedupPipeline:
         self.store: DedupStore | None = None
         self.canonicals: CanonicalMap | None = None
         self._warned_fetched = False
+        self._last_shingles: tuple[str, Any] | None = None
         self._warned_clean = False
         # Writes of kept items wait until the item is out of every pipeline,
         # so a store that outlives the run never records an item that was lost.
@@ -272,7 +283,18 @@ class ContentDedupPipeline:
         if fingerprint is None:
             return None, None
         assert self.near is not None
-        match = self.store.match_near(self.near, fingerprint)
+        if self.templates is not None:
+            host, hashes = _host(url), self._shingles(text)
+            fingerprint.template = self.templates.text(host, hashes)
+            match = self.store.match_near(self.near, fingerprint)
+            # Every page compared counts, dropped or kept: pages that share
+            # only a template would otherwise never be kept to learn it from.
+            self.templates.learn(host, hashes)
+            self._last_shingles = None  # not holding the text past its item
+            if match is None and fingerprint.template.rejected:
+                self.stats.inc_value("dedup/items/template_kept")
+        else:
+            match = self.store.match_near(self.near, fingerprint)
         # A page is never a duplicate of itself: its text changed a little
         # since an earlier run kept it (a recrawl, a forgotten URL).
         if match is None or match[0] == url:
@@ -411,11 +433,25 @@ class ContentDedupPipeline:
             return None
         if signature is not None and self.near is self._filing_compatible:
             return signature
+        if self.templates is not None:  # the shingles serve the template too
+            return signature_of(self._shingles(text))
         # Only the fingerprint is bounded: a 10 MB page still gets its exact
         # digest over the whole text.
         return self.near.fingerprint(
             text if len(text) <= self.max_chars else text[: self.max_chars]
         )
+
+    def _shingles(self, text: str) -> Any:
+        """The shingle hashes of ``text`` (bounded), computed once per item."""
+        cached = self._last_shingles
+        if cached is not None and cached[0] is text:
+            return cached[1]
+        assert isinstance(self.near, MinHashMethod)
+        hashes = self.near.shingles(
+            text if len(text) <= self.max_chars else text[: self.max_chars]
+        )
+        self._last_shingles = (text, hashes)
+        return hashes
 
     def _close_to_filed(self, key: int, signature: Any) -> bool:
         """Whether an item's text resembles one of the items filed under the
@@ -521,6 +557,11 @@ class _Hold(NamedTuple):
 
     key: int
     url: str
+
+
+def _host(url: str) -> str:
+    """The host part of ``url`` (``""`` for an item without URL): the scope of a template."""
+    return urlsplit(url).netloc.lower() if url else ""
 
 
 def _as_url(value: Any) -> str:

@@ -111,12 +111,16 @@ class Signature:
     """A text's signature: 128 band ``values`` (uint16) and the 128-byte
     ``sketch`` (512 values of 2 bits). Band keys are cached per layout."""
 
-    __slots__ = ("_keys", "sketch", "values")
+    __slots__ = ("_keys", "sketch", "template", "values")
 
     def __init__(self, values: np.ndarray, sketch: np.ndarray) -> None:
         self.values = values
         self.sketch = sketch
         self._keys: tuple[tuple[int, int], list[int]] | None = None
+        #: The text's view of its host's template (a ``TextTemplate`` of
+        #: :mod:`~scrapy_dedup.text.template`), if any: a candidate is then a
+        #: match only if it also has the text's distinctive part. Never stored.
+        self.template: Any = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Signature):
@@ -279,22 +283,30 @@ def match_bar(threshold: float, near: int) -> float:
 
 
 def best_match(
-    sketch: np.ndarray, candidates: np.ndarray, threshold: float
+    sketch: np.ndarray, candidates: np.ndarray, threshold: float, template: Any = None
 ) -> tuple[int, float] | None:
     """``(position, estimate)`` of the candidate sketch (a row of the
     ``(n, 128)`` uint8 ``candidates``) nearest to ``sketch``, when it clears
     :func:`match_bar` for the candidates that came near the threshold; else
-    ``None``. The one decision rule of every store."""
+    ``None``. The one decision rule of every store. With the text's
+    ``template`` (:attr:`Signature.template`), a candidate must also pass its
+    ``confirms`` test (have the text's part that is not its host's template)."""
     if len(candidates) == 0:
         return None
-    estimates = _estimates(
-        sketch, np.asarray(candidates, dtype=np.uint8).reshape(-1, SKETCH_BYTES)
-    )
+    rows = np.asarray(candidates, dtype=np.uint8).reshape(-1, SKETCH_BYTES)
+    estimates = _estimates(sketch, rows)
     best = int(estimates.argmax())
     score = float(estimates[best])
     if score < threshold:
         return None
     near = int(np.count_nonzero(estimates >= threshold - _NEAR_SDS * estimate_sd(threshold)))
+    if template is not None:
+        over = np.flatnonzero(estimates >= threshold)
+        confirmed = np.zeros_like(estimates)
+        confirmed[over] = np.where(template.confirms(rows[over]), estimates[over], 0.0)
+        estimates = confirmed
+        best = int(estimates.argmax())
+        score = float(estimates[best])
     if score < match_bar(threshold, near) - 1e-12:
         return None
     return best, score
@@ -521,7 +533,9 @@ class MinHashLSH:
         rows = self.candidates(fingerprint)
         if not rows:
             return []
-        found = best_match(fingerprint.sketch, self.sketches(rows), self.threshold)
+        found = best_match(
+            fingerprint.sketch, self.sketches(rows), self.threshold, fingerprint.template
+        )
         if found is None:
             return []
         return [(self._doc(rows[found[0]]), found[1])]

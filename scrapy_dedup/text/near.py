@@ -143,7 +143,11 @@ class MinHashMethod:
         self.index_name = f"{self.name}-{self.bands:03d}x{self.rows:03d}"
 
     def fingerprint(self, text: str) -> Signature:
-        return signature(shingle_hashes(f"{_START} {text} {_END}"))
+        return signature(self.shingles(text))
+
+    def shingles(self, text: str) -> np.ndarray:
+        """The hashes a fingerprint of ``text`` is made of (the marker words included)."""
+        return shingle_hashes(f"{_START} {text} {_END}")
 
     def new_index(self) -> MinHashLSH:
         return MinHashLSH(self.num_perm, threshold=self.threshold)
@@ -191,7 +195,10 @@ class MinHashMethod:
         if not candidates:
             return None
         found = best_match(
-            fingerprint.sketch, np.stack([c.sketch for c in candidates]), self.threshold
+            fingerprint.sketch,
+            np.stack([c.sketch for c in candidates]),
+            self.threshold,
+            fingerprint.template,
         )
         return None if found is None else (found[0], found[1], found[1])
 
