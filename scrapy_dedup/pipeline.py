@@ -289,7 +289,7 @@ class ContentDedupPipeline:
             match = self.store.match_near(self.near, fingerprint)
             # Every page compared counts, dropped or kept: pages that share
             # only a template would otherwise never be kept to learn it from.
-            self.templates.learn(host, hashes)
+            self.templates.learn(host, hashes, digest)
             self._last_shingles = None  # not holding the text past its item
             if match is None and fingerprint.template.rejected:
                 self.stats.inc_value("dedup/items/template_kept")

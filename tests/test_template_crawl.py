@@ -128,3 +128,32 @@ async def test_without_template_discounting_the_form_merges_distinct_pages(
     )
     texts = " ".join(i["text"] for i in result.items)
     assert sum(own(n) not in texts for n in range(TICKETS)) >= 3
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@deferred_f_from_coro_f
+async def test_many_copies_of_one_edited_page_are_all_dropped(
+    fresh_site: Site, store: str, tmp_path: Path
+) -> None:
+    """A story kept, then six URLs serving one edited copy of it, one at a
+    time: the copy is a near duplicate every time. Counting each copy into
+    the template made the story itself template from the third page, and the
+    fourth copy (its own part only the edit) was kept."""
+    import re
+
+    from tests.text.neardup_corpus import documents
+
+    story = documents(min_words=200, max_words=200, seed=3)[0]
+    copy = re.sub(r"\bthe\b", "a", story, count=1)
+    assert copy != story
+    copies = [f"/copy/{n}" for n in range(6)]
+    fresh_site.routes["/story"] = lambda q: article("Story", story, *copies)
+    for path in copies:
+        fresh_site.routes[path] = lambda q: article("Story", copy)
+    settings: dict[str, Any] = {**SETTINGS, "CONCURRENT_REQUESTS": 1}
+    if store == "sqlite":
+        settings["DEDUP_STORE"] = f"sqlite:///{tmp_path}/dedup.db"
+    result = await crawl(ArticleSpider, settings, start=fresh_site.url("/story"))
+    assert set(fresh_site.fetched()) >= {"/story", *copies}
+    assert [_path(i["url"]) for i in result.items] == ["/story"]
+    assert result.stats["dedup/items/near"] == len(copies)

@@ -18,8 +18,10 @@ fingerprints stored by any earlier run (same method) compare as they are.
 
 The template is learned from every text of a host compared for near
 duplicates, kept or dropped (pages that share only a template would
-otherwise never be kept to learn it from): each shingle hash counts once per
-page in a small count-min table (2 rows of 2**16 one-byte counters, 128 KiB
+otherwise never be kept to learn it from), each distinct text once (copies
+of a dropped page are not exact duplicates of a kept text, and counted each
+time they would make that page's text the template): each shingle hash
+counts once per page in a small count-min table (2 rows of 2**16 one-byte counters, 128 KiB
 per host, at most :data:`MAX_HOSTS` hosts, the least recently seen
 forgotten). A shingle is template once it was on :data:`TEMPLATE_PAGES`
 pages of the host. Counts are halved every :data:`HALF_LIFE` pages, and
@@ -59,6 +61,7 @@ __all__ = [
     "CONFIRM_SIMILARITY",
     "HALF_LIFE",
     "MAX_HOSTS",
+    "RECENT_TEXTS",
     "TEMPLATE_PAGES",
     "HostTemplate",
     "TemplateModel",
@@ -74,6 +77,8 @@ TEMPLATE_PAGES = 3
 HALF_LIFE = 255
 #: Hosts whose template is held at once (128 KiB each).
 MAX_HOSTS = 16
+#: The texts a host's template remembers having learned (~100 B each).
+RECENT_TEXTS = 2048
 #: The share of a text's distinctive part a candidate must have.
 CONFIRM_SIMILARITY = 0.5
 #: Equal bins of the distinctive part must be this unlikely by chance alone
@@ -114,17 +119,30 @@ class HostTemplate:
     """The template of one host: how many of its pages had each shingle
     (count-min, 2 x 2**16 saturating bytes)."""
 
-    __slots__ = ("added", "counts", "pages")
+    __slots__ = ("added", "counts", "pages", "texts")
 
     def __init__(self) -> None:
         self.counts = np.zeros((2, _WIDTH), dtype=np.uint8)
         self.pages = 0  # kept pages learned from since the last halving
         self.added = 0  # counter increments since the last halving (the noise)
+        #: The texts learned lately (8 bytes of their digest): a text counts once.
+        self.texts: dict[int, None] = {}
 
-    def learn(self, values: npt.NDArray[np.uint64]) -> None:
-        """Count the shingle hashes of one page (each once)."""
+    def learn(self, values: npt.NDArray[np.uint64], digest: bytes | None = None) -> None:
+        """Count the shingle hashes of one page (each once). A text of
+        ``digest`` learned lately is not counted again: copies of one page's
+        text (dropped, so never an exact duplicate of a kept text) would
+        otherwise make that text the template, and its next near copy, whose
+        own part is then only its edit, would be kept."""
         if not len(values):
             return
+        if digest is not None:
+            texts, key = self.texts, int.from_bytes(digest[:8], "little")
+            if key in texts:
+                return
+            texts[key] = None
+            if len(texts) > RECENT_TEXTS:
+                del texts[next(iter(texts))]
         # A repeated column counts once. No overflow: a count grows by one a
         # page, and counts are halved before HALF_LIFE pages pass.
         low, high = _slots(values)
@@ -267,9 +285,11 @@ class TemplateModel:
         """The text's view of host ``name``'s template, for :meth:`TextTemplate.confirms`."""
         return TextTemplate(self.host(name), hashes)
 
-    def learn(self, name: str, hashes: npt.NDArray[np.uint64]) -> None:
-        """Learn from a text kept for host ``name``."""
-        self.host(name).learn(np.asarray(hashes, dtype=np.uint64))
+    def learn(
+        self, name: str, hashes: npt.NDArray[np.uint64], digest: bytes | None = None
+    ) -> None:
+        """Learn from a text of host ``name`` (once per ``digest``)."""
+        self.host(name).learn(np.asarray(hashes, dtype=np.uint64), digest)
 
     def nbytes(self) -> int:
         """Bytes of the count tables held."""
