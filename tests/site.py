@@ -402,27 +402,19 @@ def canonical_routes() -> dict[str, Route]:
     }
 
 
-def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, str]]:
-    """A news site of hub pages and articles for the store tests: 5 list pages,
-    each linking (with tracking parameters, the next list page) to 8 articles.
-    Some articles repeat another's text word for word or with one word changed.
-
-    Returns the routes and, for every article path, the name of its real
-    content ("doc<i>"): one item per name is what a correct crawl keeps.
+def store_stage_texts() -> list[tuple[str, str, str]]:
+    """The articles of :func:`store_stage_routes`: ``(path, body, name)``, the
+    name of its real content ("doc<i>"), in site order. The first article of
+    each list from the 2nd on repeats list 1's first word for word; the 7th
+    repeats list 1's second with one word changed (the same change each time).
     """
-    import time
-
     from tests.text.neardup_corpus import documents
 
     texts = documents(min_words=120, max_words=300, seed=7)
-    routes: dict[str, Route] = {}
-    content: dict[str, str] = {}
+    articles: list[tuple[str, str, str]] = []
     doc = 0
     for n in range(1, 6):
-        links = []
         for m in range(1, 9):
-            path = f"/article/{n}-{m}"
-            links.append(f"{path}?utm_source=list{n}" if m % 3 == 0 else path)
             if m == 8 and n > 1:  # the same text as the first article of the previous list
                 body, name = texts[0], "doc0"
             elif m == 7 and n > 1:  # one word changed from list 1's second article
@@ -430,27 +422,50 @@ def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, 
             else:
                 body, name = texts[doc], f"doc{doc}"
                 doc += 1
-            content[path] = name
-            routes[path] = lambda q, body=body, name=name: (
-                time.sleep(delay),
-                article(f"Story {name}", body, "/", "/list/1"),
-            )[1]
-        if n < 5:
-            links.append(f"/list/{n + 1}?ref=next")
-        routes[f"/list/{n}"] = lambda q, n=n, links=tuple(links): (
-            time.sleep(delay),
-            page(f"List {n}", *links),
-        )[1]
+            articles.append((f"/article/{n}-{m}", body, name))
     # A chain of stories, each reachable only from the one before: after a
     # crash, the links of pages already recorded must not be lost.
     for n in range(1, 13):
-        path = f"/article/chain-{n}"
-        content[path] = name = f"doc{doc}"
-        body, doc = texts[doc], doc + 1
-        links = (f"/article/chain-{n + 1}",) if n < 12 else ()
-        routes[path] = lambda q, body=body, name=name, links=links: (
+        articles.append((f"/article/chain-{n}", texts[doc], f"doc{doc}"))
+        doc += 1
+    return articles
+
+
+def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, str]]:
+    """A news site of hub pages and articles for the store tests: 5 list pages,
+    each linking (with tracking parameters, the next list page) to 8 articles
+    (:func:`store_stage_texts`), and a chain of 12 stories from the home page.
+
+    Returns the routes and, for every article path, the name of its real
+    content ("doc<i>"): one item per name is what a correct crawl keeps.
+    """
+    import time
+
+    routes: dict[str, Route] = {}
+    content: dict[str, str] = {}
+    lists: dict[int, list[str]] = {n: [] for n in range(1, 6)}
+    for path, body, name in store_stage_texts():
+        content[path] = name
+        if path.startswith("/article/chain-"):
+            n = int(path.rsplit("-", 1)[1])
+            links: tuple[str, ...] = (f"/article/chain-{n + 1}",) if n < 12 else ()
+            routes[path] = lambda q, body=body, name=name, links=links: (
+                time.sleep(delay),
+                article(f"Story {name}", body, "/", *links),
+            )[1]
+            continue
+        n, m = map(int, path.rsplit("/", 1)[1].split("-"))
+        lists[n].append(f"{path}?utm_source=list{n}" if m % 3 == 0 else path)
+        routes[path] = lambda q, body=body, name=name: (
             time.sleep(delay),
-            article(f"Story {name}", body, "/", *links),
+            article(f"Story {name}", body, "/", "/list/1"),
+        )[1]
+    for n, links_of in lists.items():
+        if n < 5:
+            links_of.append(f"/list/{n + 1}?ref=next")
+        routes[f"/list/{n}"] = lambda q, n=n, links=tuple(links_of): (
+            time.sleep(delay),
+            page(f"List {n}", *links),
         )[1]
     routes["/"] = lambda q: page("News", "/list/1", "/list/1?utm_medium=home", "/article/chain-1")
     return routes, content
