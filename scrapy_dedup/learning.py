@@ -82,19 +82,25 @@ def kept_earlier(store: Any, keys: Any, url: str) -> bool:
     return info is not None and bool(info & PREVIOUS_RUN) and not store.expired(key)
 
 
-def read_record(text: str) -> tuple[str, Any, str, int, Any] | None:
+def read_record(text: str) -> tuple[str, Any, str, int, Any, Any] | None:
     """One record of the store's evidence log: ``("o", worker, canonical URL,
-    text digest, text length)`` for a fetched page, ``("c", worker, target,
-    digest, page)`` for a rel=canonical declaration, ``("?", ...)`` for a kind
-    a newer version writes; ``None`` when it cannot be read."""
+    text digest, text length, links within)`` for a fetched page (whether it
+    has no link the page that declared it canonical lacks, as its worker
+    found; None when nothing declared it there), ``("c", worker, target,
+    digest, page, links filter)`` for a rel=canonical declaration (the filter
+    None in records of earlier versions), ``("?", ...)`` for a kind a newer
+    version writes; ``None`` when it cannot be read."""
     try:
         record = json.loads(text)
         kind, worker = record[0], record[1]
+        extra = record[5] if len(record) > 5 else None
         if kind == "o":
-            return "o", worker, str(record[2]), int(record[3]), int(record[4])
+            within = None if extra is None else bool(extra)
+            return "o", worker, str(record[2]), int(record[3]), int(record[4]), within
         if kind == "c":
-            return "c", worker, str(record[2]), int(record[3]), str(record[4])
-        return "?", worker, "", 0, None
+            bits = None if extra is None else int(str(extra), 16)
+            return "c", worker, str(record[2]), int(record[3]), str(record[4]), bits
+        return "?", worker, "", 0, None, None
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None
 
@@ -203,14 +209,14 @@ class LearnedRules:
             if record is None:
                 self._stats.inc("dedup/learn/evidence/unreadable")
                 continue
-            kind, worker, url, digest, extra = record
+            kind, worker, url, digest, extra, links = record
             if kind == "o":
                 if worker != self._worker:
                     self._others += 1
                 released += self.learner.observe(url, digest, int(extra), earlier)
-                targets += self.trust.observe(url, digest)
+                targets += self.trust.observe(url, digest, links)
             elif kind == "c" and worker != self._worker:  # own ones applied when made
-                self.trust.record(url, digest, str(extra))
+                self.trust.record(url, digest, str(extra), links)
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
             self._fetch_again(released, "the learned rule that skipped it failed")
@@ -233,12 +239,13 @@ class LearnedRules:
         """``(digest, length)`` of a response's visible text, computed once."""
         return self.trust.digest(response)
 
-    def _declared(self, target: str, digest: int, page: str) -> None:
+    def _declared(self, target: str, digest: int, page: str, links: int | None) -> None:
         """A rel=canonical declaration checked here: for the other workers
         and later runs (``CanonicalTrust.record``)."""
-        self._outbox.append(
-            json.dumps(["c", self._worker, target, digest, page], separators=(",", ":"))
-        )
+        record: list[Any] = ["c", self._worker, target, digest, page]
+        if links is not None:
+            record.append(f"{links:x}")
+        self._outbox.append(json.dumps(record, separators=(",", ":")))
 
     def response_received(self, response: Response, request: Request) -> None:
         """A fetched page is evidence for (or against) learned rules."""
@@ -250,7 +257,11 @@ class LearnedRules:
             return
         digest, length = found
         url = self.canonicalizer.canonicalize(response.url)
-        self._exchange(["o", self._worker, url, digest, length])
+        record: list[Any] = ["o", self._worker, url, digest, length]
+        within = self.trust.links_within(url, response)
+        if within is not None:  # what this worker knows of the declarations of it
+            record.append(int(within))
+        self._exchange(record)
 
     def _fetch_again(self, requests: list[Any], why: str) -> None:
         fetch_again(self.crawler, requests, why, debug=self.debug)

@@ -8,7 +8,9 @@ the navigation, page 2 of a list declaring page 1. So by default
 (``DEDUP_CANONICAL_TRUST = "verified"``) a declared page is skipped only once
 its host's declarations proved right: ``DEDUP_CANONICAL_TRUST_MIN_SUPPORT``
 declared pages, fetched, had the visible text (of their main region) of the
-page that declared them. One in ``1 / DEDUP_CANONICAL_TRUST_SAMPLE`` is still
+page that declared them and no link it lacks (a print view without the
+navigation has the article's text, not its links: skipping the article
+would lose what only it links to, so such a host is never trusted). One in ``1 / DEDUP_CANONICAL_TRUST_SAMPLE`` is still
 fetched, to check; the first that has another text ends the trust in its host
 for the crawl, and the pages skipped on trust are fetched after all.
 
@@ -26,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.http import TextResponse
+from scrapy.utils.response import get_base_url
 
 from scrapy_dedup._stats import StatsBuffer
-from scrapy_dedup.learn import CanonicalTrust, body_digest, page_digest
+from scrapy_dedup.learn import CanonicalTrust, body_digest, links_filter, page_digest, page_links
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -81,9 +84,10 @@ class CanonicalTrustCheck:
             sample=config.canonical_trust_sample,
             inc=self._stats.inc,
         )
-        #: Called with (target, digest, page) for each declaration checked:
-        #: ``DEDUP_LEARN`` appends it to the store's evidence log.
-        self.on_declare: Callable[[str, int, str], None] | None = None
+        #: Called with (target, digest, page, links filter) for each
+        #: declaration checked: ``DEDUP_LEARN`` appends it to the store's
+        #: evidence log.
+        self.on_declare: Callable[[str, int, str, int | None], None] | None = None
         # With DEDUP_LEARN, fetched pages reach observe() through the
         # evidence log (LearnedRules), in the log's order.
         self._observed_by_log = config.learn
@@ -110,6 +114,27 @@ class CanonicalTrustCheck:
         self._digests[id(response)] = (response, found)
         return found
 
+    def links(self, response: Response) -> set[str] | None:
+        """The links of a page (None for a body that is not text)."""
+        if not isinstance(response, TextResponse):
+            return None
+        try:
+            return page_links(response.text, get_base_url(response))
+        except (UnicodeError, ValueError):
+            return None
+
+    def links_within(self, url: str, response: Response) -> bool | None:
+        """Whether the fetched page ``response`` (canonical ``url``) has no
+        link the page that declared it lacks; None when nothing declared it
+        here (or its links are not known)."""
+        if not self.trust.expects(url):
+            return None
+        links = self.links(response)
+        if links is None:
+            return None
+        links.discard(response.url)
+        return self.trust.links_within(url, links)
+
     def forget(self, response: Response) -> None:
         """Drop the digest kept for ``response``."""
         self._digests.pop(id(response), None)
@@ -132,20 +157,25 @@ class CanonicalTrustCheck:
         if found is None:
             return False
         target_key, page = self.canonicalize(target), self.canonicalize(response.url)
-        trusted = self.trust.declare(target_key, found[0], page, target)
+        links = self.links(response)
+        # A link of the declared page to the declaring page, or to itself,
+        # leads nowhere new.
+        bits = None if links is None else links_filter({*links, response.url, target})
+        trusted = self.trust.declare(target_key, found[0], page, target, bits)
         if self.on_declare is not None:
-            self.on_declare(target_key, found[0], page)
+            self.on_declare(target_key, found[0], page, bits)
         return trusted
 
-    def record(self, target: str, digest: int, page: str) -> None:
+    def record(self, target: str, digest: int, page: str, links: int | None = None) -> None:
         """A declaration another worker (or an earlier run) made."""
-        self.trust.record(target, digest, page)
+        self.trust.record(target, digest, page, links)
 
-    def observe(self, url: str, digest: int) -> int:
-        """A fetched page (canonical ``url``, text ``digest``) checks the
+    def observe(self, url: str, digest: int, links_within: bool | None) -> int:
+        """A fetched page (canonical ``url``, text ``digest``, whether its
+        links are the declaring page's: :meth:`links_within`) checks the
         declarations of it; when that ends its host's trust, the pages skipped
         on trust are fetched after all. How many."""
-        targets = self.trust.observe(url, digest)
+        targets = self.trust.observe(url, digest, links_within)
         if targets:
             self._stats.inc("dedup/canonical/refetched", len(targets))
             callback = getattr(self.crawler.spider, "parse", None)
@@ -169,4 +199,4 @@ class CanonicalTrustCheck:
         found = self.digest(response)
         self.forget(response)
         if found is not None:
-            self.observe(url, found[0])
+            self.observe(url, found[0], self.links_within(url, response))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -471,25 +471,33 @@ def store_stage_routes(delay: float = 0.0) -> tuple[dict[str, Route], dict[str, 
     return routes, content
 
 
-def print_view_routes(pages: int = 120, print_of: int = 79) -> dict[str, Route]:
+def print_view_routes(
+    pages: int = 120, print_of: int | Iterable[int] = 79, ahead: int = 0
+) -> dict[str, Route]:
     """A chain of pages ``/p/0`` -> ``/p/1`` -> ... (each reachable only from
     the one before) and, linked from the home page, the print view of
-    ``/p/<print_of>``: the same article without navigation, declaring the
-    page as its canonical (a correct declaration). Whatever follows
-    ``/p/<print_of>`` is reached only by fetching it."""
+    ``/p/<print_of>`` (of each page in ``print_of``): the same article without
+    navigation, declaring the page as its canonical (a correct declaration).
+    Whatever follows ``/p/<print_of>`` is reached only by fetching it. With
+    ``ahead``, page ``n`` links the print view of page ``n + ahead`` instead
+    ("coming next, to print"), so some declared pages are fetched, and their
+    declarations checked, before the print views of the later ones come."""
     from tests.text.neardup_corpus import documents
 
+    prints = [print_of] if isinstance(print_of, int) else list(print_of)
     texts = documents(min_words=60, max_words=120, seed=23)[:pages]
     canonical = '<link rel="canonical" href="/p/{}">'.format
-    routes: dict[str, Route] = {
-        "/": lambda q: article("Home", "the home page", "/p/0", f"/p/{print_of}/print"),
-    }
+    home = ("/p/0",) if ahead else ("/p/0", *(f"/p/{n}/print" for n in prints))
+    routes: dict[str, Route] = {"/": lambda q: article("Home", "the home page", *home)}
     for n in range(pages):
-        links = (f"/p/{n + 1}",) if n + 1 < pages else ()
+        links: tuple[str, ...] = (f"/p/{n + 1}",) if n + 1 < pages else ()
+        if ahead and n + ahead in prints:
+            links += (f"/p/{n + ahead}/print",)
         routes[f"/p/{n}"] = lambda q, n=n, links=links: article(f"Page {n}", texts[n], *links)
-    routes[f"/p/{print_of}/print"] = lambda q: article(
-        f"Page {print_of}", texts[print_of], extra_head=canonical(print_of)
-    )
+    for n in prints:
+        routes[f"/p/{n}/print"] = lambda q, n=n: article(
+            f"Page {n}", texts[n], extra_head=canonical(n)
+        )
     return routes
 
 

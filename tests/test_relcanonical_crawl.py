@@ -240,8 +240,32 @@ async def test_a_correct_canonical_never_hides_what_only_its_target_links_to(
     assert result.stats["dedup/items/canonical"] == 1
     assert result.stats["dedup/canonical/applied"] == 1
     assert result.stats["dedup/canonical/fetched"] == 1  # its host is not trusted yet
-    assert result.stats["dedup/canonical/verified"] == 1  # /p/79 had the print view's text
+    # /p/79 has the print view's text and a link the print view lacks: the
+    # declaration does not verify, and the host is not trusted.
+    assert "dedup/canonical/verified" not in result.stats
+    assert result.stats["dedup/canonical/revoked"] == 1
     assert "dedup/url/filtered/rel_canonical" not in result.stats
+
+
+@pytest.mark.parametrize("concurrency", [1, 8])
+@deferred_f_from_coro_f
+async def test_print_views_of_every_page_never_hide_the_chain_behind_them(
+    fresh_site: Site, concurrency: int
+) -> None:
+    # Each page links the print view of the page 10 further on: every
+    # declaration is right (the same article), so a check of the text alone
+    # trusted the host once /p/10, /p/11 and /p/12 had their print views'
+    # text, then skipped /p/22 (its print view came first), and with it the
+    # rest of the chain. The print views lack the pages' links: a
+    # declaration verifies only with the page's links too.
+    fresh_site.routes.update(print_view_routes(pages=60, print_of=range(10, 60), ahead=10))
+    result = await crawl(
+        ArticleSpider, {**ADDON, "CONCURRENT_REQUESTS": concurrency}, start=fresh_site.url("/")
+    )
+    assert {f"/p/{n}" for n in range(60)} <= set(fresh_site.fetched())
+    assert _pages(result.items, fresh_site) == sorted(["/", *(f"/p/{n}" for n in range(60))])
+    assert "dedup/url/filtered/rel_canonical" not in result.stats
+    assert result.stats["dedup/canonical/revoked"] == 1
 
 
 @pytest.mark.parametrize("store", ["sqlite", "redis"])

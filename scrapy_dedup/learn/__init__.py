@@ -40,9 +40,12 @@ from __future__ import annotations
 from scrapy_dedup.learn.evidence import (
     MIN_TEXT,
     body_digest,
+    links_filter,
     main_region,
     page_digest,
+    page_links,
     visible_text,
+    within,
 )
 from scrapy_dedup.learn.learner import Learner
 from scrapy_dedup.learn.rules import Rule, Skip
@@ -57,7 +60,10 @@ __all__ = [
     "Rule",
     "Skip",
     "body_digest",
+    "links_filter",
     "main_region",
     "page_digest",
+    "page_links",
     "visible_text",
+    "within",
 ]

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scrapy_dedup.learn.evidence import _CLASSES, _ignore, _key
+from scrapy_dedup.learn.evidence import _CLASSES, _ignore, _key, within
 from scrapy_dedup.learn.scope import _split
 
 __all__ = ["CanonicalTrust"]
@@ -18,10 +18,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Trust:
-    verified: int = 0  # declarations whose target, fetched, had the declaring page's text
+    verified: int = 0  # declarations whose target, fetched, had the declaring page's text and links
     revoked: bool = False
-    # key of a declared target's URL -> (declaring page's digest, its URL)
-    declared: dict[int, tuple[int, str]] = field(default_factory=dict)
+    # key of a declared target's URL -> (declaring page's digest, its URL, the
+    # filter of its links: evidence.links_filter; None when not known)
+    declared: dict[int, tuple[int, str, int | None]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # targets not fetched on trust
     credit: float = 1.0
 
@@ -29,8 +30,10 @@ class _Trust:
 class CanonicalTrust:
     """Whether a host's rel=canonical declarations can be trusted to skip the
     declared page: only after ``min_support`` declared pages, fetched, turned
-    out to have the declaring page's text; never again after one did not
-    (``/~alice/`` declaring ``/~bob/``, page 2 of a list declaring page 1).
+    out to have the declaring page's text and no link it lacks; never again
+    after one did not (``/~alice/`` declaring ``/~bob/``, page 2 of a list
+    declaring page 1, a print view without the links its article has: skipping
+    the declared page would lose what only it links to).
     One in ``1 / sample`` declared targets is still left to be fetched, to
     check. ``observe`` returns the targets skipped on trust when a host's
     trust is revoked, to fetch them after all."""
@@ -47,11 +50,13 @@ class CanonicalTrust:
         self.inc: Callable[[str, int], None] = inc or _ignore
         self.hosts: dict[str, _Trust] = {}
 
-    def declare(self, target: str, digest: int, page: str, fetch: str = "") -> bool:
-        """A page (its URL and visible-text digest) declares canonical URL
-        ``target`` (canonical form; ``fetch``: as declared): whether to skip
-        fetching it."""
-        trust = self.record(target, digest, page)
+    def declare(
+        self, target: str, digest: int, page: str, fetch: str = "", links: int | None = None
+    ) -> bool:
+        """A page (its URL, visible-text digest and ``links`` filter) declares
+        canonical URL ``target`` (canonical form; ``fetch``: as declared):
+        whether to skip fetching it."""
+        trust = self.record(target, digest, page, links)
         if trust is None or trust.verified < self.min_support:
             return False
         trust.credit += self.sample
@@ -61,7 +66,9 @@ class CanonicalTrust:
         trust.skipped.append(fetch or target)
         return True
 
-    def record(self, target: str, digest: int, page: str) -> _Trust | None:
+    def record(
+        self, target: str, digest: int, page: str, links: int | None = None
+    ) -> _Trust | None:
         """Remember a declaration (made here, or by another worker), to check
         against the target's text when it is fetched; its host's trust."""
         parts = _split(target)
@@ -71,7 +78,7 @@ class CanonicalTrust:
         if trust.revoked:
             return None
         if len(trust.declared) < _CLASSES:
-            trust.declared.setdefault(_key(target), (digest, page))
+            trust.declared.setdefault(_key(target), (digest, page, links))
         return trust
 
     def expects(self, url: str) -> bool:
@@ -83,9 +90,22 @@ class CanonicalTrust:
         trust = self.hosts.get(parts.host) if parts is not None else None
         return trust is not None and not trust.revoked and _key(url) in trust.declared
 
-    def observe(self, url: str, digest: int) -> list[str]:
-        """A fetched page: if pages declared it canonical, does it have their
-        text? The targets to fetch after all when that revokes its host's trust."""
+    def links_within(self, url: str, links: set[str]) -> bool | None:
+        """Whether the ``links`` of fetched page ``url`` are all links of the
+        page that declared it (None: no declaration of it, or its links are
+        not known): what a worker fetching it tells the others."""
+        parts = _split(url)
+        trust = self.hosts.get(parts.host) if parts is not None else None
+        declared = trust.declared.get(_key(url)) if trust is not None else None
+        if declared is None or declared[2] is None:
+            return None
+        return within(links, declared[2])
+
+    def observe(self, url: str, digest: int, links_within: bool | None = None) -> list[str]:
+        """A fetched page: if pages declared it canonical, has it their text
+        (``digest``), and no link they lack (``links_within``:
+        :meth:`links_within`, None when not known: then it verifies nothing)?
+        The targets to fetch after all when that revokes its host's trust."""
         parts = _split(url)
         trust = self.hosts.get(parts.host) if parts is not None else None
         if trust is None or trust.revoked:
@@ -93,18 +113,21 @@ class CanonicalTrust:
         declared = trust.declared.pop(_key(url), None)
         if declared is None:
             return []
-        if declared[0] == digest:
+        if declared[0] == digest and links_within:
             trust.verified += 1
             self.inc("dedup/canonical/verified", 1)
             return []
+        if declared[0] == digest and links_within is None:
+            return []  # the links are not known: no evidence either way
         trust.revoked = True
         self.inc("dedup/canonical/revoked", 1)
         logger.info(
             "Not trusting the rel=canonical declarations of %s any more: %s declares %s, "
-            "whose text is another",
+            "which %s",
             parts.host if parts else url,
             declared[1],
             url,
+            "has another text" if declared[0] != digest else "links to pages it does not",
         )
         skipped, trust.skipped = trust.skipped, []
         trust.declared.clear()

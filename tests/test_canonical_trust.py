@@ -1,0 +1,64 @@
+"""CanonicalTrust (scrapy_dedup.learn.trust): a host's rel=canonical
+declarations are trusted to skip the declared page only once declared pages,
+fetched, had the declaring page's text and no link it lacks."""
+
+from __future__ import annotations
+
+from scrapy_dedup.learn import CanonicalTrust, links_filter, page_links
+
+NAV = {"https://shop.test/", "https://shop.test/cart"}
+
+
+def _verify(trust: CanonicalTrust, n: int, target_links: set[str], page_links: set[str]) -> None:
+    target = f"https://shop.test/p/{n}"
+    trust.declare(target, 100 + n, f"{target}?utm_source=x", links=links_filter(page_links))
+    within = trust.links_within(target, target_links)
+    assert trust.observe(target, 100 + n, within) == []
+
+
+def test_a_host_is_trusted_once_declared_pages_have_the_text_and_links() -> None:
+    trust = CanonicalTrust(min_support=3, sample=0.0)
+    for n in range(3):
+        assert not trust.trusted("shop.test")
+        _verify(trust, n, NAV, NAV | {"https://shop.test/extra"})
+    assert trust.trusted("shop.test")
+    assert trust.declare("https://shop.test/p/9", 1, "https://shop.test/p/9?x", links=0)
+
+
+def test_a_declared_page_with_a_link_the_declaring_page_lacks_ends_the_trust() -> None:
+    trust = CanonicalTrust(min_support=3, sample=0.0)
+    for n in range(3):
+        _verify(trust, n, NAV, NAV)
+    assert trust.declare("https://shop.test/p/7", 107, "https://shop.test/p/7/print", links=0)
+    # A print view (no links) declared /p/8, skipped on trust too; /p/8,
+    # fetched all the same (linked from elsewhere), has its text and a link.
+    assert trust.declare("https://shop.test/p/8", 108, "https://shop.test/p/8/print", links=0)
+    within = trust.links_within("https://shop.test/p/8", {"https://shop.test/p/9"})
+    assert within is False
+    skipped = trust.observe("https://shop.test/p/8", 108, within)
+    assert skipped == ["https://shop.test/p/7", "https://shop.test/p/8"]
+    assert not trust.trusted("shop.test")
+
+
+def test_links_not_known_verify_nothing_and_another_text_still_revokes() -> None:
+    trust = CanonicalTrust(min_support=1, sample=0.0)
+    trust.declare("https://shop.test/p/1", 1, "https://shop.test/p/1?x")  # links not known
+    assert trust.links_within("https://shop.test/p/1", NAV) is None
+    trust.observe("https://shop.test/p/1", 1, None)
+    assert not trust.trusted("shop.test")
+    trust.declare("https://shop.test/p/2", 2, "https://shop.test/p/2?x")
+    trust.observe("https://shop.test/p/2", 3, None)
+    assert not trust.trusted("shop.test")
+    assert trust.hosts["shop.test"].revoked
+
+
+def test_page_links_resolve_and_drop_fragments() -> None:
+    html = (
+        "<a href='/a#top'>a</a><area shape=rect HREF=b.html>"
+        '<a class="x" href="https://other.test/?q=1&amp;r=2">o</a><a name="no-href">n</a>'
+    )
+    assert page_links(html, "https://shop.test/dir/page") == {
+        "https://shop.test/a",
+        "https://shop.test/dir/b.html",
+        "https://other.test/?q=1&r=2",
+    }
