@@ -54,13 +54,13 @@ def _stat(log: str, name: str, default: int | None = None) -> int:
     return int(match.group(1))
 
 
-def test_demo_crawl_fetches_each_page_once_and_keeps_each_text_once(tmp_path: Path) -> None:
-    output = tmp_path / "items.jsonl"
+def _crawl_site(output: Path, *args: str) -> str:
+    """``scrapy crawl site -O output *args`` in example_project: its log."""
     env = {
         k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("SCRAPY_")
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "site", "-O", str(output)],
+        [sys.executable, "-m", "scrapy", "crawl", "site", "-O", str(output), *args],
         cwd=PROJECT,
         env=env,
         capture_output=True,
@@ -68,7 +68,12 @@ def test_demo_crawl_fetches_each_page_once_and_keeps_each_text_once(tmp_path: Pa
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    log = proc.stderr
+    return proc.stderr
+
+
+def test_demo_crawl_fetches_each_page_once_and_keeps_each_text_once(tmp_path: Path) -> None:
+    output = tmp_path / "items.jsonl"
+    log = _crawl_site(output)
     assert "Traceback" not in log, log[-3000:]
 
     items = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
@@ -92,23 +97,6 @@ def test_demo_crawl_fetches_each_page_once_and_keeps_each_text_once(tmp_path: Pa
     assert dropped_launch in (0, 1)  # 0: the post was never fetched, its print view stood in
     assert _stat(log, "dedup/items/near") == 1
     assert _stat(log, "dedup/items/unique") == len(EXPECTED) + 2
-
-
-def _crawl_site(output: Path, *args: str) -> str:
-    """``scrapy crawl site -O output *args`` in example_project: its log."""
-    env = {
-        k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("SCRAPY_")
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "site", "-O", str(output), *args],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stderr
 
 
 def test_the_demo_says_what_the_readme_says_and_never_claims_more_than_it_saved(
