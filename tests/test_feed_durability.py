@@ -23,7 +23,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 from tests.conftest import crawl
 from tests.crawl_worker import NewsSpider
 from tests.site import Site, article, store_stage_routes
-from tests.test_persistence import HOME_TEXT, _kill_after
+from tests.test_persistence import HOME_TEXT, FeedWatch, _kill_after, _written_again
 from tests.test_store_crawls import ROOT, _path
 
 GZIP = "scrapy.extensions.postprocessing.GzipPlugin"
@@ -87,22 +87,43 @@ def news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
 
 
 def _kill_runs_then_finish(
-    site: Site, project: Path, feed: str, kills: list[int], *, may_finish: bool = False
-) -> tuple[list[Path], str]:
+    site: Site,
+    project: Path,
+    feed: str,
+    kills: list[int],
+    *,
+    may_finish: bool = False,
+    writes: int = 0,
+    wait: float = 0.0,
+) -> tuple[list[Path], str, list[FeedWatch]]:
     """Runs the same command with a new feed each run: killed (kill -9) after
-    ``kills[i]`` fetches, then once to the end. Returns the feeds' folder
-    contents and the last run's log. With ``may_finish``, a run that has
-    fewer fetches left than its kill point ends on its own (fuzzed kills)."""
+    ``kills[i]`` fetches (and, with ``writes``, once the feed file was written
+    at that many checkpoints, ``wait`` seconds later), then once to the end.
+    Returns the feeds' folder contents, the last run's log and what was seen
+    of each killed run's feed file. With ``may_finish``, a run that has fewer
+    fetches left than its kill point ends on its own (fuzzed kills)."""
     start = site.url("/", host="127.0.0.1")
+    watches = []
     for run, fetched in enumerate(kills, 1):
         site.reset()
-        crawl = _scrapy_crawl(project, start, "-o", feed % {"run": run})
-        _kill_after(crawl, site, fetched, may_finish=may_finish)
+        path = feed % {"run": run}
+        crawl = _scrapy_crawl(project, start, "-o", path)
+        watches.append(
+            _kill_after(
+                crawl,
+                site,
+                fetched,
+                may_finish=may_finish,
+                feed=project / path if "%" not in path else None,
+                writes=writes,
+                wait=wait,
+            )
+        )
     site.reset()
     last = _scrapy_crawl(project, start, "-o", feed % {"run": len(kills) + 1})
     log, _ = last.communicate(timeout=180)
     assert last.returncode == 0, log
-    return sorted(project.glob("run*.jsonl")), log
+    return sorted(project.glob("run*.jsonl")), log, watches
 
 
 def _names_per_feed(feeds: list[Path], content: dict[str, str]) -> Counter[str]:
@@ -112,37 +133,82 @@ def _names_per_feed(feeds: list[Path], content: dict[str, str]) -> Counter[str]:
 def test_scrapy_crawl_o_killed_three_times_loses_no_item(
     news: tuple[Site, dict[str, str]], tmp_path: Path
 ) -> None:
+    """Killed early (before the first checkpoint, 1 s, wrote the feed):
+    nothing is lost. Kills after checkpoints: the tests below."""
     site, content = news
     project = _project(tmp_path)
-    feeds, log = _kill_runs_then_finish(site, project, "run%(run)d.jsonl", [12, 10, 8])
+    feeds, log, _ = _kill_runs_then_finish(site, project, "run%(run)d.jsonl", [12, 10, 8])
     names = _names_per_feed(feeds, content)
     # Every real content came out, in a feed file on disk...
     assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
-    # ...once: a page counts as kept only once its item is on disk, and the
-    # items of the pages in flight at a kill were not on disk either. (A kill
-    # during a checkpoint's sync, about a millisecond a second, would write
-    # that checkpoint's items again.)
+    # ...once: nothing of a killed run's feed was on disk, nor recorded.
     assert [name for name, n in names.items() if n > 1] == [], log
     assert "dedup/frontier/restored" in log
+
+
+def test_scrapy_crawl_o_killed_between_checkpoints_writes_no_item_twice(
+    fresh_site: Site, tmp_path: Path
+) -> None:
+    """Killed three times, each a while after a checkpoint wrote the feed
+    (the second of its run, so the pages of the first were recorded), and
+    well before the next: the feeds of all runs hold each real page's item
+    exactly once, and the killed runs' feeds hold items."""
+    routes, content = store_stage_routes(delay=0.08)  # ~4 s of crawl, 8 checkpoints
+    fresh_site.routes.update(routes)
+    fresh_site.routes["/"] = lambda q: article(
+        "Home", HOME_TEXT, "/list/1", "/list/1?utm_medium=home", "/article/chain-1"
+    )
+    content["/"] = "home"
+    project = _project(tmp_path, DEDUP_FEED_CHECKPOINT=0.5)
+    feeds, log, watches = _kill_runs_then_finish(
+        fresh_site, project, "run%(run)d.jsonl", [1, 1, 1], writes=2, wait=0.25
+    )
+    runs: list[tuple[FeedWatch | None, Path]] = [
+        (w, project / f"run{n}.jsonl") for n, w in enumerate(watches, 1)
+    ]
+    runs.append((None, project / f"run{len(watches) + 1}.jsonl"))
+    for watch, path in runs[:-1]:
+        assert watch is not None and watch.killed_at is not None
+        start, whole = watch.last_write()
+        # The kill came after two checkpoints, 0.25 s after the last one's write.
+        assert len(watch.seen) >= 2 and whole is not None, (watch.seen, log)
+        assert watch.killed_at - whole > 0.2, (watch.seen, watch.killed_at)
+        assert len(_complete_lines(path)) >= 2, path.read_text()
+    names = _names_per_feed(feeds, content)
+    missing = sorted(set(content.values()) - set(names))
+    assert missing == [], (missing, log)
+    again, problems = _written_again(runs, content)
+    assert (again, problems) == ([], []), log
+    assert [name for name, n in names.items() if n > 1] == [], log
 
 
 def test_scrapy_crawl_o_killed_at_random_moments_loses_no_item(
     news: tuple[Site, dict[str, str]], tmp_path: Path
 ) -> None:
     """The fuzzed form: five kills at random points of the crawl (a new seed
-    each run of the suite, printed on failure; DEDUP_TEST_SEED repeats one)."""
+    each run of the suite, printed on failure; DEDUP_TEST_SEED repeats one),
+    checkpoints every 0.1 s so that kills come after some."""
     seed = int(os.environ.get("DEDUP_TEST_SEED") or random.randrange(1 << 32))
     rng = random.Random(seed)
     site, content = news
-    project = _project(tmp_path)
+    project = _project(tmp_path, DEDUP_FEED_CHECKPOINT=0.1)
     kills = [rng.randint(1, 40) for _ in range(5)]
-    feeds, log = _kill_runs_then_finish(site, project, "run%(run)d.jsonl", kills, may_finish=True)
+    feeds, log, watches = _kill_runs_then_finish(
+        site, project, "run%(run)d.jsonl", kills, may_finish=True
+    )
     names = _names_per_feed(feeds, content)
     missing = sorted(set(content.values()) - set(names))
     assert missing == [], (f"DEDUP_TEST_SEED={seed}", kills, missing, log)
-    # Repeats: at most one checkpoint's items per kill (a kill during its sync).
+    # Written again: only the items of a killed run's last checkpoint, and
+    # only when the kill came right after that checkpoint wrote the file.
+    runs: list[tuple[FeedWatch | None, Path]] = [
+        (w, project / f"run{n}.jsonl") for n, w in enumerate(watches, 1)
+    ]
+    runs.append((None, project / f"run{len(watches) + 1}.jsonl"))
+    again, problems = _written_again(runs, content)
+    assert problems == [], (f"DEDUP_TEST_SEED={seed}", kills, again, log)
     doubled = [name for name, n in names.items() if n > 1]
-    assert len(doubled) <= 4 * len(kills), (f"DEDUP_TEST_SEED={seed}", kills, doubled, log)
+    assert sorted(doubled) == sorted(set(again)), (f"DEDUP_TEST_SEED={seed}", kills, log)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +220,7 @@ def test_batches_of_a_feed_killed_loses_no_item(
     site, content = news
     project = _project(tmp_path, FEED_EXPORT_BATCH_ITEM_COUNT=4)
     kills = [12, 10, 8, 8]
-    feeds, log = _kill_runs_then_finish(site, project, uri, kills)
+    feeds, log, _ = _kill_runs_then_finish(site, project, uri, kills)
     assert len(feeds) > 10  # batches of 4 items, in files of their own
     names = _names_per_feed(feeds, content)
     assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
@@ -171,7 +237,7 @@ def test_kill_9_leaves_whole_lines_and_the_next_run_appends_after_them(
     """The usual `-o items.jsonl` (append), the same file every run."""
     site, content = news
     project = _project(tmp_path)
-    feeds, log = _kill_runs_then_finish(site, project, "run.jsonl", [12, 10])
+    feeds, log, _ = _kill_runs_then_finish(site, project, "run.jsonl", [12, 10])
     assert len(feeds) == 1
     lines = feeds[0].read_bytes().split(b"\n")
     assert lines[-1] == b""  # the last run closed its feed
