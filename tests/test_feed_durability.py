@@ -10,7 +10,9 @@ import json
 import os
 import random
 import subprocess
+import signal
 import sys
+import time
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -229,6 +231,73 @@ def test_batches_of_a_feed_killed_loses_no_item(
     # after an item here, when a batch closes) writes that batch again.
     doubled = [name for name, n in names.items() if n > 1]
     assert len(doubled) <= 4 * len(kills), (doubled, log)
+
+
+def _kill_after_batches(proc: subprocess.Popen[str], folder: Path, run: int) -> float:
+    """Kills the run (kill -9) 0.3 s after the second (or a later) of its
+    batch files was written, with no other written meanwhile. Returns how
+    long after the last batch file was written the kill came."""
+    written: dict[Path, float] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        for path in folder.glob(f"run{run}-*.jsonl"):
+            if path not in written and path.stat().st_size:
+                written[path] = time.monotonic()
+        if len(written) >= 2 and time.monotonic() > max(written.values()) + 0.3:
+            break
+        time.sleep(0.002)
+    assert proc.poll() is None, f"the crawl ended before it could be killed: {written}"
+    killed_at = time.monotonic()
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    return killed_at - max(written.values())
+
+
+@pytest.mark.parametrize(
+    "reactor", ["asyncio", "twisted.internet.epollreactor.EPollReactor"], ids=["asyncio", "epoll"]
+)
+def test_a_stored_batch_records_all_its_pages_at_once(
+    fresh_site: Site, tmp_path: Path, reactor: str
+) -> None:
+    """A batch file is stored when full, and its pages (the last item's page
+    included) are recorded right after, not at the next timed checkpoint
+    (60 s here): a kill a while after a batch was stored writes none of its
+    items again. With a reactor other than asyncio's, Scrapy stores the
+    batch inside the ``item_scraped`` of its last item."""
+    routes, content = store_stage_routes(delay=0.08)
+    fresh_site.routes.update(routes)
+    fresh_site.routes["/"] = lambda q: article(
+        "Home", HOME_TEXT, "/list/1", "/list/1?utm_medium=home", "/article/chain-1"
+    )
+    content["/"] = "home"
+    extra: dict[str, Any] = {"FEED_EXPORT_BATCH_ITEM_COUNT": 4, "DEDUP_FEED_CHECKPOINT": 60.0}
+    if reactor != "asyncio":
+        extra["TWISTED_REACTOR"] = reactor
+    project = _project(tmp_path, **extra)
+    start = fresh_site.url("/", host="127.0.0.1")
+    _lines = _complete_lines
+    kills = 3
+    for run in range(1, kills + 1):
+        fresh_site.reset()
+        crawl = _scrapy_crawl(project, start, "-o", f"run{run}-%(batch_id)d.jsonl")
+        assert _kill_after_batches(crawl, project, run) > 0.25
+    fresh_site.reset()
+    last = _scrapy_crawl(project, start, "-o", f"run{kills + 1}-%(batch_id)d.jsonl")
+    log, _ = last.communicate(timeout=180)
+    assert last.returncode == 0, log
+    per_run = [
+        [content[_path(i["url"])] for f in project.glob(f"run{n}-*.jsonl") for i in _lines(f)]
+        for n in range(1, kills + 2)
+    ]
+    assert all(per_run[:kills]), per_run
+    names = Counter(name for run in per_run for name in run)
+    assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
+
+    def names_after(n: int) -> set[str]:
+        return {name for run in per_run[n + 1 :] for name in run}
+
+    again = [name for n, run in enumerate(per_run) for name in run if name in names_after(n)]
+    assert again == [], (per_run, log)
 
 
 def test_kill_9_leaves_whole_lines_and_the_next_run_appends_after_them(
