@@ -435,8 +435,9 @@ class _HeldFile(io.BufferedIOBase):
 class DurableFileFeedStorage(FileFeedStorage):
     """Scrapy's local file feed storage (``-o``, ``FEEDS`` with a path or
     ``file://``), whose bytes reach the file at the checkpoints of
-    :class:`FeedCheckpoints` only: a kill -9 then leaves neither half lines
-    nor items whose pages are not recorded (fetched again and written twice).
+    :class:`FeedCheckpoints` only: a kill -9 then leaves no half line, and
+    items whose pages are not recorded (fetched again and written twice) only
+    when it comes between a checkpoint's write and the commit right after.
     :class:`~scrapy_dedup.DedupAddon` installs it in ``FEED_STORAGES``."""
 
     crawler: Crawler | None = None
