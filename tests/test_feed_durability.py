@@ -76,16 +76,26 @@ def _complete_lines(path: Path) -> list[dict[str, Any]]:
     return items
 
 
-@pytest.fixture
-def news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
-    """About 60 pages; every article (and the home page) has a text of its own."""
-    routes, content = store_stage_routes(delay=0.03)
-    fresh_site.routes.update(routes)
-    fresh_site.routes["/"] = lambda q: article(
+def _news(site: Site, delay: float) -> tuple[Site, dict[str, str]]:
+    routes, content = store_stage_routes(delay=delay)
+    site.routes.update(routes)
+    site.routes["/"] = lambda q: article(
         "Home", HOME_TEXT, "/list/1", "/list/1?utm_medium=home", "/article/chain-1"
     )
     content["/"] = "home"
-    return fresh_site, content
+    return site, content
+
+
+@pytest.fixture
+def slow_news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
+    """:func:`news`, each page taking 0.08 s: ~3 s of crawl, several checkpoints."""
+    return _news(fresh_site, 0.08)
+
+
+@pytest.fixture
+def news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
+    """About 60 pages; every article (and the home page) has a text of its own."""
+    return _news(fresh_site, 0.03)
 
 
 def _kill_runs_then_finish(
@@ -149,21 +159,16 @@ def test_scrapy_crawl_o_killed_three_times_loses_no_item(
 
 
 def test_scrapy_crawl_o_killed_between_checkpoints_writes_no_item_twice(
-    fresh_site: Site, tmp_path: Path
+    slow_news: tuple[Site, dict[str, str]], tmp_path: Path
 ) -> None:
     """Killed three times, each a while after a checkpoint wrote the feed
     (the second of its run, so the pages of the first were recorded), and
     well before the next: the feeds of all runs hold each real page's item
     exactly once, and the killed runs' feeds hold items."""
-    routes, content = store_stage_routes(delay=0.08)  # ~4 s of crawl, 8 checkpoints
-    fresh_site.routes.update(routes)
-    fresh_site.routes["/"] = lambda q: article(
-        "Home", HOME_TEXT, "/list/1", "/list/1?utm_medium=home", "/article/chain-1"
-    )
-    content["/"] = "home"
+    site, content = slow_news
     project = _project(tmp_path, DEDUP_FEED_CHECKPOINT=0.5)
     feeds, log, watches = _kill_runs_then_finish(
-        fresh_site, project, "run%(run)d.jsonl", [1, 1, 1], writes=2, wait=0.25
+        site, project, "run%(run)d.jsonl", [1, 1, 1], writes=2, wait=0.25
     )
     runs: list[tuple[FeedWatch | None, Path]] = [
         (w, project / f"run{n}.jsonl") for n, w in enumerate(watches, 1)
@@ -185,15 +190,16 @@ def test_scrapy_crawl_o_killed_between_checkpoints_writes_no_item_twice(
 
 
 def test_scrapy_crawl_o_killed_at_random_moments_loses_no_item(
-    news: tuple[Site, dict[str, str]], tmp_path: Path
+    slow_news: tuple[Site, dict[str, str]], tmp_path: Path
 ) -> None:
     """The fuzzed form: five kills at random points of the crawl (a new seed
     each run of the suite, printed on failure; DEDUP_TEST_SEED repeats one),
-    checkpoints every 0.1 s so that kills come after some."""
+    checkpoints every 0.4 s so that kills come after some, most of them
+    longer than SYNC_MARGIN after the last."""
     seed = int(os.environ.get("DEDUP_TEST_SEED") or random.randrange(1 << 32))
     rng = random.Random(seed)
-    site, content = news
-    project = _project(tmp_path, DEDUP_FEED_CHECKPOINT=0.1)
+    site, content = slow_news
+    project = _project(tmp_path, DEDUP_FEED_CHECKPOINT=0.4)
     kills = [rng.randint(1, 40) for _ in range(5)]
     feeds, log, watches = _kill_runs_then_finish(
         site, project, "run%(run)d.jsonl", kills, may_finish=True
@@ -257,31 +263,26 @@ def _kill_after_batches(proc: subprocess.Popen[str], folder: Path, run: int) -> 
     "reactor", ["asyncio", "twisted.internet.epollreactor.EPollReactor"], ids=["asyncio", "epoll"]
 )
 def test_a_stored_batch_records_all_its_pages_at_once(
-    fresh_site: Site, tmp_path: Path, reactor: str
+    slow_news: tuple[Site, dict[str, str]], tmp_path: Path, reactor: str
 ) -> None:
     """A batch file is stored when full, and its pages (the last item's page
     included) are recorded right after, not at the next timed checkpoint
     (60 s here): a kill a while after a batch was stored writes none of its
     items again. With a reactor other than asyncio's, Scrapy stores the
     batch inside the ``item_scraped`` of its last item."""
-    routes, content = store_stage_routes(delay=0.08)
-    fresh_site.routes.update(routes)
-    fresh_site.routes["/"] = lambda q: article(
-        "Home", HOME_TEXT, "/list/1", "/list/1?utm_medium=home", "/article/chain-1"
-    )
-    content["/"] = "home"
+    site, content = slow_news
     extra: dict[str, Any] = {"FEED_EXPORT_BATCH_ITEM_COUNT": 4, "DEDUP_FEED_CHECKPOINT": 60.0}
     if reactor != "asyncio":
         extra["TWISTED_REACTOR"] = reactor
     project = _project(tmp_path, **extra)
-    start = fresh_site.url("/", host="127.0.0.1")
+    start = site.url("/", host="127.0.0.1")
     _lines = _complete_lines
     kills = 3
     for run in range(1, kills + 1):
-        fresh_site.reset()
+        site.reset()
         crawl = _scrapy_crawl(project, start, "-o", f"run{run}-%(batch_id)d.jsonl")
         assert _kill_after_batches(crawl, project, run) > 0.25
-    fresh_site.reset()
+    site.reset()
     last = _scrapy_crawl(project, start, "-o", f"run{kills + 1}-%(batch_id)d.jsonl")
     log, _ = last.communicate(timeout=180)
     assert last.returncode == 0, log
