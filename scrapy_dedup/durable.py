@@ -35,7 +35,7 @@ from weakref import WeakKeyDictionary
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import signals
 from scrapy.extensions.feedexport import FeedExporter, FileFeedStorage
-from scrapy.utils.asyncio import create_looping_call
+from scrapy.utils.asyncio import call_later, create_looping_call
 
 from scrapy_dedup.state import CrawlState
 
@@ -91,6 +91,7 @@ class FeedCheckpoints:
         self._older: list[Record] = []  # since the one before
         self._waiting: list[_Batch] = []
         self._loop: Any = None
+        self._soon = False  # a checkpoint is due on the next reactor turn
         self._opened = False
         self._phases = 1  # checkpoints a record waits for (see _spider_opened)
         #: Checkpoints so far: an item scraped in period p is synced by the
@@ -298,9 +299,24 @@ class FeedCheckpoints:
         try:
             if entry is not None and not self._failed and self._sync_open(entry):
                 entry.closed = entry.final = True
-                self.checkpoint()
+                self._checkpoint_soon()
         finally:
             file.close()
+
+    def _checkpoint_soon(self) -> None:
+        """A checkpoint on the next reactor turn, for a batch file just stored.
+        Not now: Scrapy may store a full batch inside the ``item_scraped`` of
+        its last item (with a reactor other than asyncio's, closing the slot
+        runs at once), before the frontier notes that item's period; a
+        checkpoint then would leave its page for the next one, a period during
+        which a kill -9 writes the item again."""
+        if not self._soon:
+            self._soon = True
+            call_later(0, self._scheduled_checkpoint)
+
+    def _scheduled_checkpoint(self) -> None:
+        self._soon = False
+        self.checkpoint()
 
     def _fail(self, why: str) -> None:
         if not self._failed:
@@ -341,7 +357,7 @@ class FeedCheckpoints:
         elif self._sync_closed(entry):
             # A full batch reached its file: record its pages now, not at the
             # next checkpoint (a kill -9 meanwhile would write them twice).
-            self.checkpoint()
+            self._checkpoint_soon()
 
     def _feeds_closed(self) -> None:
         """Every feed is stored: the last checkpoint."""
@@ -419,8 +435,9 @@ class _HeldFile(io.BufferedIOBase):
 class DurableFileFeedStorage(FileFeedStorage):
     """Scrapy's local file feed storage (``-o``, ``FEEDS`` with a path or
     ``file://``), whose bytes reach the file at the checkpoints of
-    :class:`FeedCheckpoints` only: a kill -9 then leaves neither half lines
-    nor items whose pages are not recorded (fetched again and written twice).
+    :class:`FeedCheckpoints` only: a kill -9 then leaves no half line, and
+    items whose pages are not recorded (fetched again and written twice) only
+    when it comes between a checkpoint's write and the commit right after.
     :class:`~scrapy_dedup.DedupAddon` installs it in ``FEED_STORAGES``."""
 
     crawler: Crawler | None = None

@@ -10,7 +10,9 @@ import json
 import os
 import random
 import subprocess
+import signal
 import sys
+import time
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -23,7 +25,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 from tests.conftest import crawl
 from tests.crawl_worker import NewsSpider
 from tests.site import Site, article, store_stage_routes
-from tests.test_persistence import HOME_TEXT, _kill_after
+from tests.test_persistence import HOME_TEXT, FeedWatch, _kill_after, _written_again
 from tests.test_store_crawls import ROOT, _path
 
 GZIP = "scrapy.extensions.postprocessing.GzipPlugin"
@@ -74,35 +76,66 @@ def _complete_lines(path: Path) -> list[dict[str, Any]]:
     return items
 
 
-@pytest.fixture
-def news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
-    """About 60 pages; every article (and the home page) has a text of its own."""
-    routes, content = store_stage_routes(delay=0.03)
-    fresh_site.routes.update(routes)
-    fresh_site.routes["/"] = lambda q: article(
+def _news(site: Site, delay: float) -> tuple[Site, dict[str, str]]:
+    routes, content = store_stage_routes(delay=delay)
+    site.routes.update(routes)
+    site.routes["/"] = lambda q: article(
         "Home", HOME_TEXT, "/list/1", "/list/1?utm_medium=home", "/article/chain-1"
     )
     content["/"] = "home"
-    return fresh_site, content
+    return site, content
+
+
+@pytest.fixture
+def slow_news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
+    """:func:`news`, each page taking 0.08 s: ~3 s of crawl, several checkpoints."""
+    return _news(fresh_site, 0.08)
+
+
+@pytest.fixture
+def news(fresh_site: Site) -> tuple[Site, dict[str, str]]:
+    """About 60 pages; every article (and the home page) has a text of its own."""
+    return _news(fresh_site, 0.03)
 
 
 def _kill_runs_then_finish(
-    site: Site, project: Path, feed: str, kills: list[int], *, may_finish: bool = False
-) -> tuple[list[Path], str]:
+    site: Site,
+    project: Path,
+    feed: str,
+    kills: list[int],
+    *,
+    may_finish: bool = False,
+    writes: int = 0,
+    wait: float = 0.0,
+) -> tuple[list[Path], str, list[FeedWatch]]:
     """Runs the same command with a new feed each run: killed (kill -9) after
-    ``kills[i]`` fetches, then once to the end. Returns the feeds' folder
-    contents and the last run's log. With ``may_finish``, a run that has
-    fewer fetches left than its kill point ends on its own (fuzzed kills)."""
+    ``kills[i]`` fetches (and, with ``writes``, once the feed file was written
+    at that many checkpoints, ``wait`` seconds later), then once to the end.
+    Returns the feeds' folder contents, the last run's log and what was seen
+    of each killed run's feed file. With ``may_finish``, a run that has fewer
+    fetches left than its kill point ends on its own (fuzzed kills)."""
     start = site.url("/", host="127.0.0.1")
+    watches = []
     for run, fetched in enumerate(kills, 1):
         site.reset()
-        crawl = _scrapy_crawl(project, start, "-o", feed % {"run": run})
-        _kill_after(crawl, site, fetched, may_finish=may_finish)
+        path = feed % {"run": run}
+        crawl = _scrapy_crawl(project, start, "-o", path)
+        watches.append(
+            _kill_after(
+                crawl,
+                site,
+                fetched,
+                may_finish=may_finish,
+                feed=project / path if "%" not in path else None,
+                writes=writes,
+                wait=wait,
+            )
+        )
     site.reset()
     last = _scrapy_crawl(project, start, "-o", feed % {"run": len(kills) + 1})
     log, _ = last.communicate(timeout=180)
     assert last.returncode == 0, log
-    return sorted(project.glob("run*.jsonl")), log
+    return sorted(project.glob("run*.jsonl")), log, watches
 
 
 def _names_per_feed(feeds: list[Path], content: dict[str, str]) -> Counter[str]:
@@ -112,37 +145,78 @@ def _names_per_feed(feeds: list[Path], content: dict[str, str]) -> Counter[str]:
 def test_scrapy_crawl_o_killed_three_times_loses_no_item(
     news: tuple[Site, dict[str, str]], tmp_path: Path
 ) -> None:
+    """Killed early (before the first checkpoint, 1 s, wrote the feed):
+    nothing is lost. Kills after checkpoints: the tests below."""
     site, content = news
     project = _project(tmp_path)
-    feeds, log = _kill_runs_then_finish(site, project, "run%(run)d.jsonl", [12, 10, 8])
+    feeds, log, _ = _kill_runs_then_finish(site, project, "run%(run)d.jsonl", [12, 10, 8])
     names = _names_per_feed(feeds, content)
     # Every real content came out, in a feed file on disk...
     assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
-    # ...once: a page counts as kept only once its item is on disk, and the
-    # items of the pages in flight at a kill were not on disk either. (A kill
-    # during a checkpoint's sync, about a millisecond a second, would write
-    # that checkpoint's items again.)
+    # ...once: nothing of a killed run's feed was on disk, nor recorded.
     assert [name for name, n in names.items() if n > 1] == [], log
     assert "dedup/frontier/restored" in log
 
 
+def test_scrapy_crawl_o_killed_between_checkpoints_writes_no_item_twice(
+    slow_news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    """Killed three times, each a while after a checkpoint wrote the feed
+    (the second of its run, so the pages of the first were recorded), and
+    well before the next: the feeds of all runs hold each real page's item
+    exactly once, and the killed runs' feeds hold items."""
+    site, content = slow_news
+    project = _project(tmp_path, DEDUP_FEED_CHECKPOINT=0.5)
+    feeds, log, watches = _kill_runs_then_finish(
+        site, project, "run%(run)d.jsonl", [1, 1, 1], writes=2, wait=0.25
+    )
+    runs: list[tuple[FeedWatch | None, Path]] = [
+        (w, project / f"run{n}.jsonl") for n, w in enumerate(watches, 1)
+    ]
+    runs.append((None, project / f"run{len(watches) + 1}.jsonl"))
+    for watch, path in runs[:-1]:
+        assert watch is not None and watch.killed_at is not None
+        start, whole = watch.last_write()
+        # The kill came after two checkpoints, 0.25 s after the last one's write.
+        assert len(watch.seen) >= 2 and whole is not None, (watch.seen, log)
+        assert watch.killed_at - whole > 0.2, (watch.seen, watch.killed_at)
+        assert len(_complete_lines(path)) >= 2, path.read_text()
+    names = _names_per_feed(feeds, content)
+    missing = sorted(set(content.values()) - set(names))
+    assert missing == [], (missing, log)
+    again, problems = _written_again(runs, content)
+    assert (again, problems) == ([], []), log
+    assert [name for name, n in names.items() if n > 1] == [], log
+
+
 def test_scrapy_crawl_o_killed_at_random_moments_loses_no_item(
-    news: tuple[Site, dict[str, str]], tmp_path: Path
+    slow_news: tuple[Site, dict[str, str]], tmp_path: Path
 ) -> None:
     """The fuzzed form: five kills at random points of the crawl (a new seed
-    each run of the suite, printed on failure; DEDUP_TEST_SEED repeats one)."""
+    each run of the suite, printed on failure; DEDUP_TEST_SEED repeats one),
+    checkpoints every 0.4 s so that kills come after some, most of them
+    longer than SYNC_MARGIN after the last."""
     seed = int(os.environ.get("DEDUP_TEST_SEED") or random.randrange(1 << 32))
     rng = random.Random(seed)
-    site, content = news
-    project = _project(tmp_path)
+    site, content = slow_news
+    project = _project(tmp_path, DEDUP_FEED_CHECKPOINT=0.4)
     kills = [rng.randint(1, 40) for _ in range(5)]
-    feeds, log = _kill_runs_then_finish(site, project, "run%(run)d.jsonl", kills, may_finish=True)
+    feeds, log, watches = _kill_runs_then_finish(
+        site, project, "run%(run)d.jsonl", kills, may_finish=True
+    )
     names = _names_per_feed(feeds, content)
     missing = sorted(set(content.values()) - set(names))
     assert missing == [], (f"DEDUP_TEST_SEED={seed}", kills, missing, log)
-    # Repeats: at most one checkpoint's items per kill (a kill during its sync).
+    # Written again: only the items of a killed run's last checkpoint, and
+    # only when the kill came right after that checkpoint wrote the file.
+    runs: list[tuple[FeedWatch | None, Path]] = [
+        (w, project / f"run{n}.jsonl") for n, w in enumerate(watches, 1)
+    ]
+    runs.append((None, project / f"run{len(watches) + 1}.jsonl"))
+    again, problems = _written_again(runs, content)
+    assert problems == [], (f"DEDUP_TEST_SEED={seed}", kills, again, log)
     doubled = [name for name, n in names.items() if n > 1]
-    assert len(doubled) <= 4 * len(kills), (f"DEDUP_TEST_SEED={seed}", kills, doubled, log)
+    assert sorted(doubled) == sorted(set(again)), (f"DEDUP_TEST_SEED={seed}", kills, log)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +228,7 @@ def test_batches_of_a_feed_killed_loses_no_item(
     site, content = news
     project = _project(tmp_path, FEED_EXPORT_BATCH_ITEM_COUNT=4)
     kills = [12, 10, 8, 8]
-    feeds, log = _kill_runs_then_finish(site, project, uri, kills)
+    feeds, log, _ = _kill_runs_then_finish(site, project, uri, kills)
     assert len(feeds) > 10  # batches of 4 items, in files of their own
     names = _names_per_feed(feeds, content)
     assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
@@ -165,13 +239,75 @@ def test_batches_of_a_feed_killed_loses_no_item(
     assert len(doubled) <= 4 * len(kills), (doubled, log)
 
 
+def _kill_after_batches(proc: subprocess.Popen[str], folder: Path, run: int) -> float:
+    """Kills the run (kill -9) 0.3 s after the second (or a later) of its
+    batch files was written, with no other written meanwhile. Returns how
+    long after the last batch file was written the kill came."""
+    written: dict[Path, float] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        for path in folder.glob(f"run{run}-*.jsonl"):
+            if path not in written and path.stat().st_size:
+                written[path] = time.monotonic()
+        if len(written) >= 2 and time.monotonic() > max(written.values()) + 0.3:
+            break
+        time.sleep(0.002)
+    assert proc.poll() is None, f"the crawl ended before it could be killed: {written}"
+    killed_at = time.monotonic()
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    return killed_at - max(written.values())
+
+
+@pytest.mark.parametrize(
+    "reactor", ["asyncio", "twisted.internet.epollreactor.EPollReactor"], ids=["asyncio", "epoll"]
+)
+def test_a_stored_batch_records_all_its_pages_at_once(
+    slow_news: tuple[Site, dict[str, str]], tmp_path: Path, reactor: str
+) -> None:
+    """A batch file is stored when full, and its pages (the last item's page
+    included) are recorded right after, not at the next timed checkpoint
+    (60 s here): a kill a while after a batch was stored writes none of its
+    items again. With a reactor other than asyncio's, Scrapy stores the
+    batch inside the ``item_scraped`` of its last item."""
+    site, content = slow_news
+    extra: dict[str, Any] = {"FEED_EXPORT_BATCH_ITEM_COUNT": 4, "DEDUP_FEED_CHECKPOINT": 60.0}
+    if reactor != "asyncio":
+        extra["TWISTED_REACTOR"] = reactor
+    project = _project(tmp_path, **extra)
+    start = site.url("/", host="127.0.0.1")
+    _lines = _complete_lines
+    kills = 3
+    for run in range(1, kills + 1):
+        site.reset()
+        crawl = _scrapy_crawl(project, start, "-o", f"run{run}-%(batch_id)d.jsonl")
+        assert _kill_after_batches(crawl, project, run) > 0.25
+    site.reset()
+    last = _scrapy_crawl(project, start, "-o", f"run{kills + 1}-%(batch_id)d.jsonl")
+    log, _ = last.communicate(timeout=180)
+    assert last.returncode == 0, log
+    per_run = [
+        [content[_path(i["url"])] for f in project.glob(f"run{n}-*.jsonl") for i in _lines(f)]
+        for n in range(1, kills + 2)
+    ]
+    assert all(per_run[:kills]), per_run
+    names = Counter(name for run in per_run for name in run)
+    assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
+
+    def names_after(n: int) -> set[str]:
+        return {name for run in per_run[n + 1 :] for name in run}
+
+    again = [name for n, run in enumerate(per_run) for name in run if name in names_after(n)]
+    assert again == [], (per_run, log)
+
+
 def test_kill_9_leaves_whole_lines_and_the_next_run_appends_after_them(
     news: tuple[Site, dict[str, str]], tmp_path: Path
 ) -> None:
     """The usual `-o items.jsonl` (append), the same file every run."""
     site, content = news
     project = _project(tmp_path)
-    feeds, log = _kill_runs_then_finish(site, project, "run.jsonl", [12, 10])
+    feeds, log, _ = _kill_runs_then_finish(site, project, "run.jsonl", [12, 10])
     assert len(feeds) == 1
     lines = feeds[0].read_bytes().split(b"\n")
     assert lines[-1] == b""  # the last run closed its feed
