@@ -285,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for item in gone[:5]:
             near, where = closest(item, items)
             how = "fetched, item dropped" if item["url"] in seen else "not fetched"
+            if item["url"] in {i["url"] for i in items}:
+                how = "kept, its text changed since plain's crawl"  # Trac's "N minutes ago"
             print(f"    {item['url']}  {item['title'][:40]!r} ({how})")
             print(f"        nearest kept ({near:.2f}): {where}")
     dup = Counter(i["url"] for i in c_items)
