@@ -10,9 +10,10 @@ its host's declarations proved right: ``DEDUP_CANONICAL_TRUST_MIN_SUPPORT``
 declared pages, fetched, had the visible text (of their main region) of the
 page that declared them and no link it lacks (a print view without the
 navigation has the article's text, not its links: skipping the article
-would lose what only it links to, so such a host is never trusted). One in ``1 / DEDUP_CANONICAL_TRUST_SAMPLE`` is still
-fetched, to check; the first that has another text ends the trust in its host
-for the crawl, and the pages skipped on trust are fetched after all.
+would lose what only it links to, so such a host is never trusted). One in
+``1 / DEDUP_CANONICAL_TRUST_SAMPLE`` is still fetched, to check; the first
+that has another text, or a link the declaring page lacks, ends the trust in
+its host for the crawl, and the pages skipped on trust are fetched after all.
 
 With ``DEDUP_LEARN``, the declarations and fetched pages go through the
 store's evidence log (:mod:`scrapy_dedup.learning`), so workers and later

@@ -9,8 +9,8 @@ import csv
 import json
 import os
 import random
-import subprocess
 import signal
+import subprocess
 import sys
 import time
 import zlib
@@ -176,7 +176,7 @@ def test_scrapy_crawl_o_killed_between_checkpoints_writes_no_item_twice(
     runs.append((None, project / f"run{len(watches) + 1}.jsonl"))
     for watch, path in runs[:-1]:
         assert watch is not None and watch.killed_at is not None
-        start, whole = watch.last_write()
+        _, whole = watch.last_write()
         # The kill came after two checkpoints, 0.25 s after the last one's write.
         assert len(watch.seen) >= 2 and whole is not None, (watch.seen, log)
         assert watch.killed_at - whole > 0.2, (watch.seen, watch.killed_at)

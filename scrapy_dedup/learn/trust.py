@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Trust:
-    verified: int = 0  # declarations whose target, fetched, had the declaring page's text and links
+    verified: int = 0  # declared pages, fetched, with the declaring page's text and links
     revoked: bool = False
     # key of a declared target's URL -> (declaring page's digest, its URL, the
     # filter of its links: evidence.links_filter; None when not known)
@@ -122,8 +122,7 @@ class CanonicalTrust:
         trust.revoked = True
         self.inc("dedup/canonical/revoked", 1)
         logger.info(
-            "Not trusting the rel=canonical declarations of %s any more: %s declares %s, "
-            "which %s",
+            "Not trusting the rel=canonical declarations of %s any more: %s declares %s, which %s",
             parts.host if parts else url,
             declared[1],
             url,
