@@ -60,10 +60,32 @@ class DigestMap:
 
     def get(self, digest: bytes, default: str | None = None) -> str | None:
         if len(digest) == _DIGEST_BYTES:
-            position = self._position(digest)
-            if position is not None:
+            position = self._heads.get(int.from_bytes(digest[:8], "little"))
+            if position is None:
+                return default  # (the common miss: one lookup)
+            if self._tails[position] == int.from_bytes(digest[8:], "little") and (
+                not self._gone or position not in self._gone
+            ):
                 return self._urls[position]
         return self._more.get(digest, default) if self._more else default
+
+    def setdefault(self, digest: bytes, url: str) -> str | None:
+        """Record ``url`` for a new ``digest`` and return ``None``; for a known
+        one change nothing and return its URL (one lookup either way)."""
+        if len(digest) == _DIGEST_BYTES:
+            tail = int.from_bytes(digest[8:], "little")
+            position = len(self._tails)
+            found = self._heads.setdefault(int.from_bytes(digest[:8], "little"), position)
+            if found is None:
+                self._urls.append(url)
+                self._tails.append(tail)
+                return None
+            if self._tails[found] == tail and (not self._gone or found not in self._gone):
+                return self._urls[found]
+        first = self._more.get(digest)
+        if first is None:
+            self._more[digest] = url
+        return first
 
     def __contains__(self, digest: bytes) -> bool:
         return self.get(digest) is not None

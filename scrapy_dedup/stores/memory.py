@@ -49,10 +49,7 @@ class MemoryStore(DedupStore):
         return self._content.get(digest)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
-        first = self._content.get(digest)
-        if first is None:
-            self._content[digest] = url
-        return first
+        return self._content.setdefault(digest, url)
 
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         index, urls = self._near_state(method)

@@ -19,9 +19,12 @@ def test_against_a_dict() -> None:
     for step in range(20000):
         digest = rng.choice(digests)
         action = rng.random()
-        if action < 0.6:
-            url = f"https://a.example/{step}/ß"
+        url = f"https://a.example/{step}/ß"
+        if action < 0.3:
             ours[digest], plain[digest] = url, url
+        elif action < 0.6:
+            assert ours.setdefault(digest, url) == (plain.get(digest) if digest in plain else None)
+            plain.setdefault(digest, url)
         elif action < 0.8 and digest in plain:
             del ours[digest], plain[digest]
         assert ours.get(digest) == plain.get(digest)
