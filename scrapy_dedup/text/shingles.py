@@ -699,8 +699,9 @@ class NormalizedText:
     letters, curly quotes, dashes, middle dot, no-break and other spaces, soft
     hyphen and zero-width characters, ellipsis), is folded as UTF-8 bytes: ASCII
     through one ``bytes.translate``, each distinct other character by one
-    ``bytes.replace``. Any other text, or one longer than
-    :data:`SHARED_MAX_CHARS`, is normalized by each as on its own.
+    ``bytes.replace``. Other text of :data:`_NUMPY_MIN_CHARS` characters or
+    more shares one :func:`_normalized_codes` (numpy); a shorter one, or one
+    longer than :data:`SHARED_MAX_CHARS`, is normalized by each as on its own.
 
     >>> n = NormalizedText("Caf\u00c9 \u201cAU\u00a0LAIT\u201d\u2026")
     >>> n.utf8() == normalized_utf8(n.text) == "café “au lait”...".encode()
