@@ -661,10 +661,10 @@ def _shingles_of_tokens(token_hashes: npt.NDArray[np.uint64], size: int) -> npt.
 SHARED_MAX_CHARS = 1 << 16
 # Every byte but the ASCII ones: deleted, to see which other characters a text has.
 _ASCII_BYTES = bytes(range(0x80))
-# More distinct non-ASCII characters than this, or more than a third of the
-# UTF-8 bytes in them (Russian, Chinese prose): the numpy path, whose cost does
-# not grow with them (2-3x cheaper there; the fold is 1.1-1.3x cheaper on
-# English, French or German with a few such characters).
+# More distinct non-ASCII characters than this, or more than a sixth of the
+# UTF-8 bytes in them (Greek, Russian, Chinese prose): the numpy path, whose
+# cost does not grow with them (up to 3x cheaper there; the fold is 1.1-1.3x
+# cheaper on English, French or German with a few such characters).
 _MAX_FOLDED_CHARS = 16
 
 
@@ -840,10 +840,12 @@ def _fold_utf8(text: str) -> bytes | None:
         raw = text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate
         return None
+    if 12 * (len(raw) - len(text)) > len(raw):  # surely dense (each adds 1-3 bytes)
+        return None
     # The other characters, each distinct one taken out in turn (a set() of
     # them all costs 20 ns a character: an "é" on every line of French).
     others = raw.translate(None, _ASCII_BYTES)
-    if 3 * len(others) > len(raw):
+    if 6 * len(others) > len(raw):
         return None
     folded = raw.translate(_ASCII_FOLD)  # UTF-8 bytes of other characters are >= 0x80
     for _ in range(_MAX_FOLDED_CHARS):

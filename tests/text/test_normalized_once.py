@@ -133,7 +133,7 @@ def test_texts_above_the_digest_piece(size: int, extra: str) -> None:
     assert_same(_long(size, extra))
 
 
-PLAIN = "and enough plain words after them for the fold to be worth it " * 2
+PLAIN = "and enough plain words after them for the fold to be worth it " * 5
 
 
 def test_every_character_folded_alone() -> None:
