@@ -155,16 +155,25 @@ def one_round(impl: Impl, items: Sequence[dict[str, str]]) -> tuple[float, np.nd
         clean, shingles, adapter_cls = impl.clean, impl.shingles, impl.adapter
         fields, min_words, near = ["text"], pipeline.min_words, pipeline.near
         store = impl.pipeline().store
+        shared = getattr(shingles, "NormalizedText", None)  # one normalization per item
         for i, item in enumerate(items):
             adapter = adapter_cls(item)
             t0 = clock()
             text = clean.extract_text(adapter, fields)
             t1 = clock()
-            digest = clean.content_digest(text)
-            t2 = clock()
-            impl.tokens_check(text, min_words)
-            t3 = clock()
-            hashes = shingles.shingle_hashes(f"{_START} {text} {_END}")
+            if shared is not None:  # (the normalization is counted in the digest)
+                normalized = shared(text)
+                digest = clean.content_digest(normalized)
+                t2 = clock()
+                normalized.has_more_tokens(min_words)
+                t3 = clock()
+                hashes = near.shingles_of(normalized)
+            else:
+                digest = clean.content_digest(text)
+                t2 = clock()
+                impl.tokens_check(text, min_words)
+                t3 = clock()
+                hashes = shingles.shingle_hashes(f"{_START} {text} {_END}")
             t4 = clock()
             fingerprint = impl.signature(hashes)
             t5 = clock()

@@ -329,6 +329,43 @@ def smart_quotes(text: str) -> str:
     return text.replace("'", "\u2019")
 
 
+def latin1(text: str) -> str:
+    """*text* with the Latin-1 an editor adds: accented capitals, no-break
+    spaces, a middle dot between sentences."""
+    text = text.replace(". ", ". \u00b7 ", 5).replace(" a ", " a\u00a0", 20)
+    return re.sub(r"\be", "\u00c9", text, count=20)
+
+
+def bench_normalized_once(inputs: dict[str, list[str]], repeat: int) -> None:
+    """The content stage's digest and MinHash shingles of one text: each
+    normalizing it (``content_digest`` and ``MinHashMethod.shingles``), and both
+    from one :class:`NormalizedText` (issue 25)."""
+    from scrapy_dedup.text.near import MinHashMethod
+
+    method = MinHashMethod()
+    shared = new_shingles.NormalizedText
+
+    def separate(text: str) -> object:
+        return new_clean.content_digest(text), method.shingles(text)
+
+    def once(text: str) -> object:
+        normalized = shared(text)
+        return new_clean.content_digest(normalized), method.shingles_of(normalized)
+
+    print("\n   digest + padded shingles of one document: each normalizing, or one NormalizedText")
+    print(f"  {'input':<44} {'separate us':>12} {'once us':>8}  {'once/sep':>8}")
+    for name, texts in inputs.items():
+        times: dict[str, float] = {}
+        for _ in range(2):  # interleaved, best of both rounds
+            for label, func in (("separate", separate), ("once", once)):
+                t = best_time(lambda f=func, ts=texts: [f(d) for d in ts], repeat) / len(texts)
+                times[label] = min(times.get(label, t), t)
+        print(
+            f"  {name:<44} {times['separate'] * 1e6:12.1f} {times['once'] * 1e6:8.1f}"
+            f"  {times['once'] / times['separate']:7.2f}x"
+        )
+
+
 def bench_english_shingles(repeat: int) -> None:
     docs = documents()
     smart = [smart_quotes(doc) for doc in docs]
@@ -359,6 +396,16 @@ def bench_english_shingles(repeat: int) -> None:
                 f"  {step:<15} {name:<42} {times['old'] * 1e6:8.1f} {times['new'] * 1e6:8.1f}"
                 f"  {ratio:6.2f}x"
             )
+    bench_normalized_once(
+        {
+            "ASCII": docs,
+            "Latin-1 (\u00c9, no-break spaces, \u00b7)": [latin1(d) for d in docs],
+            "smart quotes and \u2026": smart,
+            "a combining accent (the general path)": [d.replace("e", "e\u0301", 3) for d in docs],
+            "Greek": [d.replace("e", "\u03b5").replace("a", "\u0391") for d in docs],
+        },
+        repeat,
+    )
     zh = chinese_documents(len(docs))
     for impl in ("old", "new"):
         func = STEPS[impl]["shingle_hashes"]

@@ -18,7 +18,7 @@ from scrapy_dedup.state import CrawlState
 from scrapy_dedup.text import MinHashMethod, NearMethod, content_digest, extract_text, make_method
 from scrapy_dedup.text.minhash import jaccard_estimate
 from scrapy_dedup.text.minhash import signature as signature_of
-from scrapy_dedup.text.shingles import has_more_tokens
+from scrapy_dedup.text.shingles import NormalizedText, has_more_tokens
 from scrapy_dedup.text.template import TemplateModel
 from scrapy_dedup.url.plain import marked_more, plainer
 
@@ -112,7 +112,7 @@ class ContentDedupPipeline:
         self.store: DedupStore | None = None
         self.canonicals: CanonicalMap | None = None
         self._warned_fetched = False
-        self._last_shingles: tuple[str, Any] | None = None
+        self._last_shingles: tuple[NormalizedText, Any] | None = None
         self._warned_clean = False
         # Writes of kept items wait until the item is out of every pipeline,
         # so a store that outlives the run never records an item that was lost.
@@ -231,15 +231,17 @@ class ContentDedupPipeline:
         *,
         settled: bool = False,
     ) -> Any:
-        url, filed, signature = self._place(adapter, fetched, text, settled=settled)
-        if text is None:
+        # Normalized once, for the digest and the shingles alike.
+        normalized = None if text is None else NormalizedText(text)
+        url, filed, signature = self._place(adapter, fetched, normalized, settled=settled)
+        if normalized is None:
             self.stats.inc_value("dedup/items/no_text")
             return item
         if filed is not None and filed[1]:
             why = "a page filed under this URL first has items with this text"
             return self._duplicate(item, adapter, "canonical", url, url, why, fetched=fetched)
-        digest = content_digest(text)
-        found, fingerprint = self._match(digest, text, url, signature)
+        digest = content_digest(normalized)
+        found, fingerprint = self._match(digest, normalized, url, signature)
         if found is not None:
             kind, first, why, similarity = found
             return self._duplicate(
@@ -248,7 +250,12 @@ class ContentDedupPipeline:
         return self._keep(item, adapter, (url, fetched), digest, fingerprint, (filed, signature))
 
     def _place(
-        self, adapter: MutableMapping[str, Any], url: str, text: str | None, *, settled: bool
+        self,
+        adapter: MutableMapping[str, Any],
+        url: str,
+        text: NormalizedText | None,
+        *,
+        settled: bool,
     ) -> tuple[str, tuple[str, bool, int, str | None] | None, Any]:
         """``(the URL the item is kept under, its rel=canonical filing, the
         text's filing signature)``; the item's URL field is set to that URL.
@@ -268,7 +275,7 @@ class ContentDedupPipeline:
         return url, filed, signature
 
     def _match(
-        self, digest: bytes, text: str, url: str, signature: Any
+        self, digest: bytes, text: NormalizedText, url: str, signature: Any
     ) -> tuple[tuple[str, str, str, float | None] | None, Any]:
         """``((kind, kept URL, why, similarity) of the item kept with this
         text, or None; the text's near-duplicate fingerprint)``."""
@@ -403,7 +410,7 @@ class ContentDedupPipeline:
         return self.store.expired(self.state.keys.of_url(url))
 
     def _filing(
-        self, url: str, text: str | None, *, settled: bool = False
+        self, url: str, text: NormalizedText | None, *, settled: bool = False
     ) -> tuple[tuple[str, bool, int, str | None] | None, Any]:
         """``((canonical URL, filed there first by another page, its key),
         the text's filing signature)`` of an item from the page at ``url``;
@@ -413,7 +420,11 @@ class ContentDedupPipeline:
         if filed is None or text is None:
             return filed, None
         filed = self._refile(url, filed, settled)
-        signature = self._filing_method.fingerprint(text[: self.max_chars])
+        signature = (
+            self._filing_method.fingerprint_of(text)
+            if len(text.text) <= self.max_chars
+            else self._filing_method.fingerprint(text.text[: self.max_chars])
+        )
         if filed[1] and not self._close_to_filed(filed[2], signature):
             # A page declared a canonical URL another page was filed under, but
             # its items say otherwise (page 2 of a list declaring page 1): keep
@@ -422,14 +433,19 @@ class ContentDedupPipeline:
             return None, None
         return filed, signature
 
-    def _near_fingerprint(self, text: str, signature: Any) -> Any:
+    def _near_fingerprint(self, text: NormalizedText, signature: Any) -> Any:
         """The near-duplicate fingerprint of ``text``, ``None`` when it is too
         short to compare other than exactly (titles, one-line listings: there,
         one changed word is most of the text)."""
         if self.near is None:
             return None
+        whole = len(text.text) <= self.max_chars
         # Tokens as shingles count them: a Chinese sentence is one "word".
-        if not has_more_tokens(text[: self.max_chars], self.min_words):
+        if not (
+            text.has_more_tokens(self.min_words)
+            if whole
+            else has_more_tokens(text.text[: self.max_chars], self.min_words)
+        ):
             return None
         if signature is not None and self.near is self._filing_compatible:
             return signature
@@ -437,19 +453,20 @@ class ContentDedupPipeline:
             return signature_of(self._shingles(text))
         # Only the fingerprint is bounded: a 10 MB page still gets its exact
         # digest over the whole text.
-        return self.near.fingerprint(
-            text if len(text) <= self.max_chars else text[: self.max_chars]
-        )
+        if whole:
+            return self.near.fingerprint_of(text)
+        return self.near.fingerprint(text.text[: self.max_chars])
 
-    def _shingles(self, text: str) -> Any:
+    def _shingles(self, text: NormalizedText) -> Any:
         """The shingle hashes of ``text`` (bounded), computed once per item."""
         cached = self._last_shingles
         if cached is not None and cached[0] is text:
             return cached[1]
         assert isinstance(self.near, MinHashMethod)
-        hashes = self.near.shingles(
-            text if len(text) <= self.max_chars else text[: self.max_chars]
-        )
+        if len(text.text) <= self.max_chars:
+            hashes = self.near.shingles_of(text)
+        else:
+            hashes = self.near.shingles(text.text[: self.max_chars])
         self._last_shingles = (text, hashes)
         return hashes
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_dedup.stores.base import FILED_LIMIT, DedupStore
 from scrapy_dedup.stores.compact import CompactMap
+from scrapy_dedup.stores.digests import DigestMap
 from scrapy_dedup.stores.strings import StringList
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ class MemoryStore(DedupStore):
 
     def __init__(self) -> None:
         self._urls = CompactMap()
-        self._content: dict[bytes, str] = {}
+        # Text digests -> URL, in arrays (a dict costs about 170 bytes a text).
+        self._content = DigestMap()
         self._near: dict[str, tuple[NearIndex, StringList]] = {}
         self._filed: dict[int, list[bytes]] = {}
         self._claims = CompactMap()
@@ -47,10 +49,7 @@ class MemoryStore(DedupStore):
         return self._content.get(digest)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
-        first = self._content.get(digest)
-        if first is None:
-            self._content[digest] = url
-        return first
+        return self._content.setdefault(digest, url)
 
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         index, urls = self._near_state(method)

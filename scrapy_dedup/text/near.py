@@ -31,7 +31,7 @@ from scrapy_dedup.text.minhash import (
     jaccard_estimate,
     signature,
 )
-from scrapy_dedup.text.shingles import shingle_hashes
+from scrapy_dedup.text.shingles import NormalizedText, shingle_hashes
 from scrapy_dedup.text.simhash import hamming, simhash_from_hashes
 from scrapy_dedup.text.simhash_index import SimhashIndex
 
@@ -68,6 +68,10 @@ class NearMethod(Protocol):
 
     def fingerprint(self, text: str) -> Any:
         """The fingerprint of a (normalized or raw) text."""
+
+    def fingerprint_of(self, text: NormalizedText) -> Any:
+        """:meth:`fingerprint` of ``text.text``, from the normalization the
+        exact digest used too."""
 
     def new_index(self) -> NearIndex:
         """An empty in-memory index; ``query`` returns matches only, best first,
@@ -145,9 +149,16 @@ class MinHashMethod:
     def fingerprint(self, text: str) -> Signature:
         return signature(self.shingles(text))
 
+    def fingerprint_of(self, text: NormalizedText) -> Signature:
+        return signature(self.shingles_of(text))
+
     def shingles(self, text: str) -> np.ndarray:
         """The hashes a fingerprint of ``text`` is made of (the marker words included)."""
         return shingle_hashes(f"{_START} {text} {_END}")
+
+    def shingles_of(self, text: NormalizedText) -> np.ndarray:
+        """:meth:`shingles` of ``text.text``, from its normalization."""
+        return text.shingle_hashes(pad=(_START, _END))
 
     def new_index(self) -> MinHashLSH:
         return MinHashLSH(self.num_perm, threshold=self.threshold)
@@ -221,6 +232,9 @@ class SimhashMethod:
 
     def fingerprint(self, text: str) -> int:
         return simhash_from_hashes(shingle_hashes(text))
+
+    def fingerprint_of(self, text: NormalizedText) -> int:
+        return simhash_from_hashes(text.shingle_hashes())
 
     def new_index(self) -> SimhashIndex:
         return SimhashIndex(self.max_distance)

@@ -42,6 +42,8 @@ import numpy.typing as npt
 from scrapy_dedup.text._hashing import GOLDEN, mix64, mix64_array
 
 __all__ = [
+    "SHARED_MAX_CHARS",
+    "NormalizedText",
     "has_more_tokens",
     "normalize_text",
     "normalize_text_chunks",
@@ -455,9 +457,14 @@ def _word_token_hashes(word: str) -> npt.NDArray[np.uint64]:
     return hashes
 
 
-def _plain_token_hashes(text: str) -> npt.NDArray[np.uint64]:
+_Codes = tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]
+
+
+def _plain_token_hashes(text: str, normalized: _Codes | None = None) -> npt.NDArray[np.uint64]:
+    """The token hashes of *text* in one piece; *normalized*: its
+    :func:`_normalized_codes` (of a text not ASCII), if already known."""
     inside: npt.NDArray[np.bool_]
-    if text.isascii():
+    if normalized is None and text.isascii():
         # c + 1 of each lowercased character, 0 for whitespace: one C pass.
         plus_one = np.frombuffer(text.encode("ascii").translate(_ASCII_PLUS_ONE), np.uint8)
         n = len(plus_one)
@@ -465,7 +472,7 @@ def _plain_token_hashes(text: str) -> npt.NDArray[np.uint64]:
         np.not_equal(plus_one, 0, out=inside[1:-1])
         solo = False
     else:
-        codes, kind = _normalized_codes(text)
+        codes, kind = _normalized_codes(text) if normalized is None else normalized
         n = len(codes)
         inside = np.zeros(n + 2, dtype=np.bool_)
         np.not_equal(kind, _SPACE, out=inside[1:-1])
@@ -491,7 +498,7 @@ def _plain_token_hashes(text: str) -> npt.NDArray[np.uint64]:
     prefix = np.empty(n + 1, dtype=np.uint64)
     prefix[0] = 0
     weighted = prefix[1:]
-    if text.isascii():
+    if normalized is None and text.isascii():
         np.multiply(plus_one, powers[:n], out=weighted)
     else:
         np.add(codes, 1, out=weighted, casting="unsafe")
@@ -508,23 +515,28 @@ def _plain_token_hashes(text: str) -> npt.NDArray[np.uint64]:
 _NUMPY_MIN_CHARS = 1024
 
 
-def _collapsed_utf8(piece: str) -> tuple[bytes, bool, bool] | None:
+def _collapsed_utf8(
+    piece: str, normalized: _Codes | None = None
+) -> tuple[bytes, bool, bool] | None:
     """``(words of normalize_text(piece) as UTF-8, whether the normalized piece
     starts with whitespace, whether it ends with it)``; ``None`` when it has no
-    word (``b""`` when it is only whitespace)."""
-    if len(piece) < _NUMPY_MIN_CHARS:
-        normalized = _normalize_chars(piece)
-        words = normalized.split()
+    word (``b""`` when it is only whitespace). *normalized*: the
+    :func:`_normalized_codes` of a piece not ASCII of at least
+    :data:`_NUMPY_MIN_CHARS` characters, if already known (its whitespace
+    code points become 32: still whitespace to the tokens)."""
+    if normalized is None and len(piece) < _NUMPY_MIN_CHARS:
+        chars = _normalize_chars(piece)
+        words = chars.split()
         if not words:
-            return (b"", False, False) if normalized else None
+            return (b"", False, False) if chars else None
         joined = " ".join(words).encode("utf-8", "surrogatepass")
-        return joined, normalized[0].isspace(), normalized[-1].isspace()
-    plain = piece.isascii()
+        return joined, chars[0].isspace(), chars[-1].isspace()
+    plain = normalized is None and piece.isascii()
     if plain:  # bytes all along
         codes = np.frombuffer(piece.encode().translate(_ASCII_FOLD), np.uint8)
         space = codes == 32
     else:
-        codes, kind = _normalized_codes(piece)
+        codes, kind = _normalized_codes(piece) if normalized is None else normalized
         space = kind == _SPACE
         np.putmask(codes, space, 32)
     words = ~space
@@ -628,14 +640,11 @@ def shingle_hashes(text: str, size: int = 3) -> npt.NDArray[np.uint64]:
     """
     if size < 1:
         raise ValueError(f"size must be at least 1, got {size}")
-    if len(text) <= CHUNK_CHARS:
-        token_hashes = _token_hashes(text)
-    else:
-        parts = [
-            _token_hashes(text[start:end])
-            for start, end in _cuts(text, CHUNK_CHARS, _TOKEN_CUT_RE)
-        ]
-        token_hashes = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    return _shingles_of_tokens(_token_hashes_long(text), size)
+
+
+def _shingles_of_tokens(token_hashes: npt.NDArray[np.uint64], size: int) -> npt.NDArray[np.uint64]:
+    """The *size*-shingle hashes of a text whose token hashes are *token_hashes*."""
     tokens = len(token_hashes)
     if not tokens:
         return np.empty(0, dtype=np.uint64)
@@ -644,4 +653,242 @@ def shingle_hashes(text: str, size: int = 3) -> npt.NDArray[np.uint64]:
     hashes: npt.NDArray[np.uint64] = token_hashes[:count] * _LANES[0]
     for i in range(1, width):
         hashes += token_hashes[i : i + count] * _lane(i)
+    return mix64_array(hashes)
+
+
+#: Longest text :class:`NormalizedText` normalizes once for both the digest and
+#: the shingles; a longer one is normalized by each in pieces, as on its own.
+SHARED_MAX_CHARS = 1 << 16
+# Every byte but the ASCII ones: deleted, to see which other characters a text has.
+_ASCII_BYTES = bytes(range(0x80))
+# More distinct non-ASCII characters than this, or more than a sixth of the
+# UTF-8 bytes in them (Greek, Russian, Chinese prose): the numpy path, whose
+# cost does not grow with them (up to 3x cheaper there; the fold is 1.1-1.3x
+# cheaper on English, French or German with a few such characters).
+_MAX_FOLDED_CHARS = 16
+
+
+@lru_cache(maxsize=4096)
+def _folded_char(char: str) -> bytes | None:
+    """What the UTF-8 of a non-ASCII *char* becomes in the normalized text,
+    when that needs no look at its neighbours: its UTF-8 itself, its
+    lowercase's, ``b" "`` for whitespace, ``b""`` for a format character.
+    ``None`` otherwise (NFKC changes it or may compose it with what precedes,
+    its lowercase depends on context, a token of its own, past the BMP)."""
+    if char in _FORMAT:
+        return b""
+    code = ord(char)
+    if code >= 0x10000 or _RAW_FLAGS[code]:
+        return None
+    lower = int(_LOWER[code])
+    kind = int(_CLASS[lower])
+    if kind == _SPACE:
+        return b" "
+    if kind != _WORD:
+        return None
+    return chr(lower).encode("utf-8")
+
+
+class NormalizedText:
+    """*text* normalized once (:func:`normalize_text`), for the exact digest
+    and the shingles alike: :meth:`utf8` is exactly :func:`normalized_utf8`
+    and :meth:`token_hashes` exactly the token hashes :func:`shingle_hashes`
+    combines, each computed on first use.
+
+    ASCII text, and text whose other characters each normalize alone (Latin-1
+    letters, curly quotes, dashes, middle dot, no-break and other spaces, soft
+    hyphen and zero-width characters, ellipsis), is folded as UTF-8 bytes: ASCII
+    through one ``bytes.translate``, each distinct other character by one
+    ``bytes.replace``. Other text of :data:`_NUMPY_MIN_CHARS` characters or
+    more shares one :func:`_normalized_codes` (numpy); a shorter one, or one
+    longer than :data:`SHARED_MAX_CHARS`, is normalized by each as on its own.
+
+    >>> n = NormalizedText("Caf\u00c9 \u201cAU\u00a0LAIT\u201d\u2026")
+    >>> n.utf8() == normalized_utf8(n.text) == "café “au lait”...".encode()
+    True
+    >>> n.shingle_hashes().tolist() == shingle_hashes(n.text).tolist()
+    True
+    """
+
+    __slots__ = ("_codes", "_folded", "_inside", "_tokens", "_utf8", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._folded: bytes | bool | None = False  # False: not folded yet
+        self._inside: npt.NDArray[np.bool_] | None = None
+        self._codes: _Codes | None = None
+        self._utf8: bytes | None = None
+        self._tokens: npt.NDArray[np.uint64] | None = None
+
+    def folded(self) -> bytes | None:
+        """The UTF-8 of the text's characters normalized, every whitespace
+        character as ``b" "`` (runs not collapsed); ``None`` when the text
+        takes the general path."""
+        if self._folded is False:
+            self._folded = _fold_utf8(self.text) if len(self.text) <= SHARED_MAX_CHARS else None
+        return self._folded  # type: ignore[return-value]
+
+    def utf8(self) -> bytes:
+        """:func:`normalized_utf8` of the text (for a text of at most
+        :data:`SHARED_MAX_CHARS` characters: a longer one's digest is taken piece by piece)."""
+        if self._utf8 is None:
+            folded = self.folded()
+            if folded is None:
+                if self._shares_codes():
+                    collapsed = _collapsed_utf8(self.text, self._normalized_codes())
+                    self._utf8 = b"" if collapsed is None else collapsed[0]
+                else:
+                    self._utf8 = normalized_utf8(self.text)
+            elif len(folded) < _NUMPY_MIN_CHARS:
+                self._utf8 = b" ".join(folded.split())  # every whitespace is b" " by now
+            else:
+                inside = self._folded_inside(folded)
+                if not inside.any():
+                    self._utf8 = b""
+                else:
+                    # Words, and the first space after each.
+                    keep = inside[1:-1] | inside[:-2]
+                    kept = np.frombuffer(folded, dtype=np.uint8)[keep]
+                    self._utf8 = kept[:-1].tobytes() if kept[-1] == 32 else kept.tobytes()
+        return self._utf8
+
+    def _shares_codes(self) -> bool:
+        """Whether the digest and the tokens of a text that takes the general
+        path share its :func:`_normalized_codes` (the digest of a shorter
+        one, or a longer one, is taken otherwise)."""
+        return _NUMPY_MIN_CHARS <= len(self.text) <= SHARED_MAX_CHARS
+
+    def _normalized_codes(self) -> _Codes:
+        if self._codes is None:
+            self._codes = _normalized_codes(self.text)
+        return self._codes
+
+    def _folded_inside(self, folded: bytes) -> npt.NDArray[np.bool_]:
+        """Whether each byte of *folded* is in a word, with a ``False`` before
+        and after them all (the digest's and the ASCII tokens' mask alike)."""
+        if self._inside is None:
+            self._inside = _inside_words(np.frombuffer(folded, dtype=np.uint8))
+        return self._inside
+
+    def token_hashes(self) -> npt.NDArray[np.uint64]:
+        """The hash of each token of the normalized text, in order (read-only)."""
+        if self._tokens is None:
+            folded = self.folded()
+            if folded is None:
+                if self._shares_codes():
+                    tokens = _plain_token_hashes(self.text, self._normalized_codes())
+                else:
+                    tokens = _token_hashes_long(self.text)
+            elif folded.isascii():
+                codes = np.frombuffer(folded, dtype=np.uint8)
+                tokens = _folded_token_hashes(codes, self._folded_inside(folded))
+            else:  # the code points, not the UTF-8 bytes, are hashed
+                chars = folded.decode("utf-8").encode("utf-32-le")
+                codes = np.frombuffer(chars, dtype="<u4")
+                tokens = _folded_token_hashes(codes, _inside_words(codes))
+            tokens.flags.writeable = False
+            self._tokens = tokens
+        return self._tokens
+
+    def shingle_hashes(
+        self, size: int = 3, *, pad: tuple[str, str] | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """:func:`shingle_hashes` of the text, or of ``f"{pad[0]} {text} {pad[1]}"``
+        when *pad* is given (words of a few characters each, such as the
+        marker words of :class:`~scrapy_dedup.text.near.MinHashMethod`)."""
+        if size < 1:
+            raise ValueError(f"size must be at least 1, got {size}")
+        tokens = self.token_hashes()
+        if pad is not None:
+            # Whitespace separates tokens whatever is around it: the padded
+            # text's tokens are those of the parts.
+            tokens = np.concatenate(
+                [_word_token_hashes(w) for w in pad[0].split()]
+                + [tokens]
+                + [_word_token_hashes(w) for w in pad[1].split()]
+            )
+        return _shingles_of_tokens(tokens, size)
+
+    def has_more_tokens(self, count: int) -> bool:
+        """:func:`has_more_tokens` of the text, from the tokens when they are needed."""
+        if len(self.text.split(maxsplit=count)) > count:
+            return True
+        if self.text.isascii():
+            return False
+        return len(self.token_hashes()) > count
+
+
+def _token_hashes_long(text: str) -> npt.NDArray[np.uint64]:
+    """:func:`shingle_hashes`'s token hashes of *text*, piece by piece when it is long."""
+    if len(text) <= CHUNK_CHARS:
+        return _token_hashes(text)
+    parts = [
+        _token_hashes(text[start:end]) for start, end in _cuts(text, CHUNK_CHARS, _TOKEN_CUT_RE)
+    ]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+
+
+def _fold_utf8(text: str) -> bytes | None:
+    """The UTF-8 of :func:`_normalize_chars` of *text* with every whitespace
+    character as ``b" "``, when each character normalizes alone
+    (:func:`_folded_char`); else ``None``."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_FOLD)
+    if "\u2026" in text:  # "..." under NFKC, whatever is around it (see _normalized_codes)
+        text = text.replace("\u2026", "...")
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    if 12 * (len(raw) - len(text)) > len(raw):  # surely dense (each adds 1-3 bytes)
+        return None
+    # The other characters, each distinct one taken out in turn (a set() of
+    # them all costs 20 ns a character: an "é" on every line of French).
+    others = raw.translate(None, _ASCII_BYTES)
+    if 6 * len(others) > len(raw):
+        return None
+    folded = raw.translate(_ASCII_FOLD)  # UTF-8 bytes of other characters are >= 0x80
+    for _ in range(_MAX_FOLDED_CHARS):
+        if not others:
+            return folded
+        lead = others[0]
+        own = others[: 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4]
+        into = _folded_char(own.decode("utf-8"))
+        if into is None:
+            return None
+        if into != own:  # UTF-8 is self-synchronizing: no other character holds these bytes
+            folded = folded.replace(own, into)
+        others = others.replace(own, b"")
+    return None if others else folded
+
+
+def _inside_words(codes: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """``codes != 32`` with a ``False`` before and after."""
+    inside = np.zeros(len(codes) + 2, dtype=np.bool_)
+    np.not_equal(codes, 32, out=inside[1:-1])
+    return inside
+
+
+def _folded_token_hashes(
+    codes: npt.NDArray[Any], inside: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.uint64]:
+    """The token hashes of a normalized text given as its code points, every
+    whitespace a space (32), no token of a script without spaces; *inside*:
+    its :func:`_inside_words`."""
+    n = len(codes)
+    edges = np.flatnonzero(inside[1:] != inside[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    if not len(starts):
+        return np.empty(0, dtype=np.uint64)
+    powers, inv_powers = _powers_for(n)
+    prefix = np.empty(n + 1, dtype=np.uint64)
+    prefix[0] = 0
+    weighted = prefix[1:]
+    # (The spaces' terms cancel out: a token's hash is a difference of prefixes within it.)
+    np.add(codes, 1, out=weighted, dtype=np.uint64, casting="unsafe")
+    weighted *= powers[:n]
+    np.cumsum(weighted, out=weighted)
+    hashes = prefix[ends]
+    hashes -= prefix[starts]
+    hashes *= inv_powers[starts]
     return mix64_array(hashes)
