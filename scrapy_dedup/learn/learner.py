@@ -143,6 +143,7 @@ class Learner:
                 rule.seen_in = {_scope(p) for p in entry.get("confirmed_under", ())}
                 rule.support = int(entry.get("pages_confirming", 0))
                 rule.verified = int(entry.get("pages_checked", 0))
+                rule.loaded = True
                 host.rules[(kind, old, new)] = rule
                 if entry.get("revoked"):
                     rule.state = REVOKED
@@ -297,7 +298,10 @@ class Learner:
         if first.digest == page.digest:
             if page.enough:
                 for rule in dict.fromkeys(first.used + page.used):
-                    rule.verified += 1
+                    if not (page.earlier and rule.loaded):
+                        # (A page of an earlier run is in a loaded rule's
+                        # count already: the run that wrote the file counted it.)
+                        rule.verified += 1
                     rule.seen_in.add(_where(rule, parts.scope))
                 self.inc("dedup/learn/verified", 1)
                 if first.earlier and not page.earlier:
