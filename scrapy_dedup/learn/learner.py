@@ -179,6 +179,10 @@ class Learner:
             # failed callback, DEDUP_RECRAWL_AFTER passed, forgotten): fetched,
             # its class gets this run's page.
             return None
+        # The rules that made the copy's URL the class's are what the skip
+        # rests on too: they fail, it is handed back (and the audit counts it
+        # for them).
+        used = tuple(dict.fromkeys(used + copy.used))
         scope = parts.scope
         if any(_where(rule, scope) not in rule.seen_in for rule in used) or self._sampled(host):
             # Fetched: a rule skips in a part of the site (a URL template)
