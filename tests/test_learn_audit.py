@@ -83,8 +83,10 @@ def test_every_kept_request_is_drawn_or_still_kept_once(
     # The first of each group, and every class up to strata per rule.
     assert {(e.first, e.rules) for e in drawn} == {(e.first, e.rules) for e in kept}
     for rule in (SID, PRINT):
-        classes = {e.copy for e in kept if rule in e.rules}
-        assert len({e.copy for e in drawn if rule in e.rules}) >= min(strata, len(classes))
+        classes = {(e.first, e.copy) for e in kept if rule in e.rules}  # per template
+        assert len({(e.first, e.copy) for e in drawn if rule in e.rules}) >= min(
+            strata, len(classes)
+        )
 
 
 def test_a_five_percent_minority_is_found_nineteen_times_in_twenty() -> None:

@@ -308,6 +308,7 @@ class Learner:
             return
         if first.digest == page.digest:
             if page.enough:
+                tested: set[Family] | None = None  # the families the pair checks
                 for rule in dict.fromkeys(first.used + page.used):
                     where = _where(rule, parts.scope)
                     if not (page.earlier and rule.loaded):
@@ -315,7 +316,19 @@ class Learner:
                         # count already: the run that wrote the file counted it.)
                         rule.verified += 1
                     rule.seen_in.add(where)
-                    rule.checked.setdefault(where, set()).add(first.url)
+                    if tested is None:
+                        earlier = _split(first.url)
+                        assert earlier is not None
+                        tested = {
+                            family
+                            for family in _families(first.used + page.used, None)
+                            if not self._merged(host, (parts, earlier), family, None)
+                        }
+                    if rule.family in tested:
+                        # (Only a pair the rule made one class checks it for
+                        # the audit: two ?sid variants of one ?sort=desc page
+                        # say nothing about ?sort.)
+                        rule.checked.setdefault(where, set()).add(first.url)
                 self.inc("dedup/learn/verified", 1)
                 if first.earlier and not page.earlier:
                     host.copies[cls] = page  # this run's page stands for the class
