@@ -391,16 +391,18 @@ def crawl(served: Served, rng: random.Random, in_flight: int) -> tuple[set[objec
     return fetched, fetches
 
 
-def run(seed: int) -> tuple[int, int, int, int, list[str]]:
-    """(real pages, plain fetches, learning fetches, pages lost, what was lost)."""
+def run(seed: int) -> tuple[int, int, int, int, list[str], int]:
+    """(real pages, plain fetches, learning fetches, pages lost, what was
+    lost, requests in flight)."""
     rng = random.Random(seed)
     site = RandomSite(rng)
     served = Served(site)
     served.index()
     real, plain = reachable(served)
-    fetched, fetches = crawl(served, rng, rng.choice((1, 8, 16)))
+    in_flight = rng.choice((1, 8, 16))
+    fetched, fetches = crawl(served, rng, in_flight)
     lost = sorted(str(p) for p in real - fetched)
-    return len(real), plain, fetches, len(lost), lost
+    return len(real), plain, fetches, len(lost), lost, in_flight
 
 
 def main() -> None:
@@ -431,6 +433,15 @@ def main() -> None:
         f"seeds that lost a page: {len(losing)} ({len(losing) / len(results):.3%}); "
         f"pages lost: {sum(r[3] for _, r in losing)} of {real:,}"
     )
+    for in_flight in (1, 8, 16):
+        some = [r for r in results if r[5] == in_flight]
+        real_some = sum(r[0] for r in some) or 1
+        print(
+            f"  {in_flight:2d} in flight: {len(some):,} seeds, fetches per real page "
+            f"{sum(r[1] for r in some) / real_some:.2f} plain, "
+            f"{sum(r[2] for r in some) / real_some:.2f} learning; "
+            f"pages lost {sum(r[3] for r in some)}"
+        )
     for seed, r in losing[:10]:
         print(f"  seed {seed}: lost {r[3]} of {r[0]}" + (f": {r[4][:5]}" if args.v else ""))
 

@@ -256,3 +256,36 @@ def test_a_page_an_earlier_run_did_not_keep_stands_for_no_class() -> None:
     learner.observe("https://shop.test/item/1?sid=cccc3333", hash(f"{text}1"), 500)
     skip = learner.check("https://shop.test/item/1?sid=dddd4444")
     assert skip is not None and skip.copy_of == "https://shop.test/item/1?sid=cccc3333"
+
+
+def test_a_rules_file_and_the_store_replaying_its_pages_count_them_once() -> None:
+    # A later run loads DEDUP_LEARN_RULES and replays the store's evidence
+    # log at start: the pages of the run that wrote the file. Their checks
+    # are in the file's counts already; the file written back (export) must
+    # not count them again, or "pages checked" grows with every restart.
+    pages = [
+        (f"https://s.test/p/{n}{q}", _digest(f"p {n}"))
+        for n in range(6)
+        for q in ("", "?sid=a", "?sid=b")
+    ]
+    first = Learner(min_support=3, sample=0)
+    for url, digest in pages:
+        first.observe(url, *digest)
+    written = first.export()
+    counts = [
+        (r["means"], r["pages_confirming"], r["pages_checked"]) for r in written["hosts"]["s.test"]
+    ]
+    assert counts[0][2] > 0
+
+    later = Learner(min_support=3, sample=0)
+    later.load(written)
+    for url, digest in pages:  # the store's log, replayed
+        later.observe(url, *digest, earlier=True)
+    again = [
+        (r["means"], r["pages_confirming"], r["pages_checked"])
+        for r in later.export()["hosts"]["s.test"]
+    ]
+    assert again == counts
+    # A page this run fetched is new evidence: it counts.
+    later.observe("https://s.test/p/0?sid=c", *_digest("p 0"))
+    assert later.export()["hosts"]["s.test"][0]["pages_checked"] == counts[0][2] + 1

@@ -106,7 +106,12 @@ async def test_learning_saves_fetches_and_loses_no_page(
     assert not lost, (sorted(lost), {k: v for k, v in learned.stats.items() if "learn" in k})
     items = _item_pages(learned, model)
     assert set(items) == real and max(items.values()) == 1  # one item per real page
-    assert len(fetched) / len(real) <= 1.5
+    # 1.36-1.38 with the audit's old one in 40 (which missed minorities:
+    # benches/fuzz_learn.py); 1.86 with one request of each unchecked page,
+    # up to 59 per rule (scrapy_dedup.learn.audit.draw): ?lang, /m/ and /amp
+    # have 35-40 pages each here, 2 of them checked by the crawl, so the
+    # audit fetches all of them.
+    assert len(fetched) / len(real) <= 1.9
     assert learned.stats["dedup/learn/rules"] >= 8
     assert learned.stats["dedup/url/filtered/learned"] >= 400
     # ?v= does not matter on news.test, and names revisions on wiki.test.
@@ -475,10 +480,11 @@ async def test_three_workers_on_one_redis_learn_together(
         items += _item_pages(worker, model)
     assert set(items) == real and max(items.values()) == 1
     # Three requests in flight instead of one, and evidence in another order:
-    # 1.47-1.55 in ten runs (one worker: 1.36). The excess is mostly rules
-    # adopted before the page that contradicts them (?color on shirts)
-    # arrived, whose skipped requests are then fetched.
-    assert len(fetched) / len(real) <= 1.65
+    # 1.47-1.55 in ten runs (one worker: 1.36) with the audit's old one in
+    # 40; 1.85-1.94 with the stratified audit (one worker: 1.86). The excess is
+    # mostly rules adopted before the page that contradicts them (?color on
+    # shirts) arrived, whose skipped requests are then fetched.
+    assert len(fetched) / len(real) <= 2.05
     # Each worker fetched part of the site and learned from the others' pages.
     for worker_stats in stats:
         assert worker_stats["response_received_count"] > len(fetched) / 6

@@ -143,6 +143,7 @@ class Learner:
                 rule.seen_in = {_scope(p) for p in entry.get("confirmed_under", ())}
                 rule.support = int(entry.get("pages_confirming", 0))
                 rule.verified = int(entry.get("pages_checked", 0))
+                rule.loaded = True
                 host.rules[(kind, old, new)] = rule
                 if entry.get("revoked"):
                     rule.state = REVOKED
@@ -178,6 +179,10 @@ class Learner:
             # failed callback, DEDUP_RECRAWL_AFTER passed, forgotten): fetched,
             # its class gets this run's page.
             return None
+        # The rules that made the copy's URL the class's are what the skip
+        # rests on too: they fail, it is handed back (and the audit counts it
+        # for them).
+        used = tuple(dict.fromkeys(used + copy.used))
         scope = parts.scope
         if any(_where(rule, scope) not in rule.seen_in for rule in used) or self._sampled(host):
             # Fetched: a rule skips in a part of the site (a URL template)
@@ -202,25 +207,32 @@ class Learner:
     def keep(self, skip: Skip, request: Any) -> None:
         """Keep a request skipped by ``skip``, to hand back if a rule fails."""
         host = self.hosts[skip.rules[0].host]
-        host.kept.append(_Kept(request, skip.first, skip.rules, skip.url))
+        host.kept.append(_Kept(request, skip.first, skip.rules, skip.url, skip.copy_of))
         self.kept += 1
         for rule in skip.rules:
             rule.skipped += 1
         self.inc("dedup/learn/skipped", 1)
 
     def audit(self) -> list[Any]:
-        """Kept requests to fetch as a last check before the crawl ends: one
-        in twice ``1 / sample`` of each group skipped by the same rules in the
-        same part of the site, and at least one of each. Up to three rounds, a
-        new one only after a round that contradicted a rule."""
+        """Kept requests to fetch as a last check before the crawl ends: of
+        each rule, one of each class (the page a request copies) the crawl
+        did not check, until 59 classes of the rule are checked (see
+        :func:`~scrapy_dedup.learn.audit.draw`), and the first of each group
+        skipped by the same rules in the same part of the site. Up to three
+        rounds, a new one only after a round that contradicted a rule."""
         if self._audits >= 3 or (self._audits and self._contradictions == self._audited_at):
             return []
         self._audits += 1
         self._audited_at = self._contradictions
-        period = 2 * round(1 / self.sample) if self.sample else 20
         picked: list[Any] = []
         for host in self.hosts.values():
-            drawn, host.kept = draw(host.kept, period)
+            checked = {
+                (rule, where): classes
+                for rule in host.adopted
+                for where, classes in rule.checked.items()
+                if where not in rule.excluded
+            }
+            drawn, host.kept = draw(host.kept, checked=checked)
             picked += [entry.request for entry in drawn]
         self.kept -= len(picked)
         if picked:
@@ -296,9 +308,27 @@ class Learner:
             return
         if first.digest == page.digest:
             if page.enough:
+                tested: set[Family] | None = None  # the families the pair checks
                 for rule in dict.fromkeys(first.used + page.used):
-                    rule.verified += 1
-                    rule.seen_in.add(_where(rule, parts.scope))
+                    where = _where(rule, parts.scope)
+                    if not (page.earlier and rule.loaded):
+                        # (A page of an earlier run is in a loaded rule's
+                        # count already: the run that wrote the file counted it.)
+                        rule.verified += 1
+                    rule.seen_in.add(where)
+                    if tested is None:
+                        earlier = _split(first.url)
+                        assert earlier is not None
+                        tested = {
+                            family
+                            for family in _families(first.used + page.used, None)
+                            if not self._merged(host, (parts, earlier), family, None)
+                        }
+                    if rule.family in tested:
+                        # (Only a pair the rule made one class checks it for
+                        # the audit: two ?sid variants of one ?sort=desc page
+                        # say nothing about ?sort.)
+                        rule.checked.setdefault(where, set()).add(first.url)
                 self.inc("dedup/learn/verified", 1)
                 if first.earlier and not page.earlier:
                     host.copies[cls] = page  # this run's page stands for the class

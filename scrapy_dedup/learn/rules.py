@@ -52,6 +52,11 @@ class Rule:
     seen_in: set[str] = field(default_factory=set)  # first segments where pages confirmed it
     adopted_at: int = 0  # when it was adopted: 1 for the first rule of the crawl
     verified: int = 0  # pages fetched after adoption that had their class's text
+    # their classes (the URL of the class's page), by part of the site (_where)
+    checked: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    # Loaded from a rules file: its counts include the pages of the run that
+    # wrote it, which the store's evidence log replays (not counted again).
+    loaded: bool = False
     skipped: int = 0
     excluded: set[str] = field(default_factory=set)  # first segments where it failed
     examples: list[tuple[str, str]] = field(default_factory=list)  # same text
