@@ -342,13 +342,19 @@ class SqliteStore(MemoryStore):
         lock = FileLock(lock_path, timeout=0, thread_local=False)
         try:
             lock.acquire()
-        except Timeout as exc:
+        except Timeout as exc:  # (an OSError too: first)
             self._check_lock_file(lock_path)
             raise StoreError(
                 f"namespace {namespace!r} of {self.path} is in use by another process; "
                 "run one crawl per namespace at a time (DEDUP_NAMESPACE), or use Redis "
                 "to share state between processes"
             ) from exc
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise  # no permission: the caller's message says so
+            # Another reason the lock file cannot be made (/proc), which
+            # filelock 3.12 raises as it is, and newer ones as Timeout.
+            raise self._lock_file_error(lock_path, exc) from None
         self._lock_file = lock
 
     def _check_lock_file(self, lock_path: str) -> None:
@@ -357,11 +363,14 @@ class SqliteStore(MemoryStore):
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StoreError(
-                f"cannot create or open the dedup store {self.path} there: {exc.strerror} "
-                f"({lock_path}); name a file in a directory this user can write"
-            ) from None
+            raise self._lock_file_error(lock_path, exc) from None
         os.close(fd)
+
+    def _lock_file_error(self, lock_path: str, exc: OSError) -> StoreError:
+        return StoreError(
+            f"cannot create or open the dedup store {self.path} there: {exc.strerror} "
+            f"({lock_path}); name a file in a directory this user can write"
+        )
 
     def _refuse_hard_links(self) -> None:
         """Refuse a file with several hard links. SQLite keeps a file's
