@@ -6,7 +6,8 @@ Follows every link; one item per article page (url, title, text; a page with
 a ``<main>``), and raises in the callback for the paths listed in the
 ``WORKER_FAIL_PATHS`` setting. Each item is written
 to ITEMS_FILE (JSON lines) and flushed as soon as it is scraped, so a process
-killed with SIGKILL leaves every item it emitted on disk.
+killed with SIGKILL leaves every item it emitted on disk, but for a line the
+kill cut short (:func:`read_items` leaves it out).
 """
 
 from __future__ import annotations
@@ -16,12 +17,34 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import scrapy
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import DontCloseSpider
+
+
+def _ends_a_line(path: str) -> bool:
+    with open(path, "rb") as file:
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) == b"\n"
+
+
+def read_items(path: Any) -> list[dict[str, Any]]:
+    """The items of a worker's ITEMS_FILE, across runs: a line a kill -9 cut
+    short (its page was not recorded, so a later run wrote the item again)
+    is left out; none when there is no file."""
+    if not Path(path).exists():
+        return []
+    items = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            items.append(json.loads(line))
+        except ValueError:
+            continue
+    return items
 
 
 class NewsSpider(scrapy.Spider):
@@ -31,6 +54,12 @@ class NewsSpider(scrapy.Spider):
         super().__init__(**kwargs)
         self.start_url = start
         self.items = open(items_file or os.devnull, "a", encoding="utf-8")  # noqa: SIM115
+        if items_file and self.items.tell() and not _ends_a_line(items_file):
+            # A run killed mid-line (a kill -9 can cut a write that spans
+            # pages): its torn line stays a line of its own, never glued to
+            # the next item (read_items leaves it out; its page, never
+            # recorded, gives the item again).
+            self.items.write("\n")
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> NewsSpider:

@@ -13,6 +13,7 @@ import scrapy
 from scrapy.utils.defer import deferred_f_from_coro_f
 
 from tests.conftest import crawl
+from tests.crawl_worker import read_items
 from tests.site import Reply, Route, Site, article, redirect
 from tests.test_store_crawls import _count_recorded, _worker
 from tests.text.neardup_corpus import documents
@@ -248,7 +249,7 @@ def test_kill_9_while_an_item_is_held_loses_nothing(fresh_site: Site, tmp_path: 
     assert proc.poll() is None, "the crawl ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
-    first = [json.loads(line) for line in items.read_text().splitlines()] if items.exists() else []
+    first = read_items(items) if items.exists() else []
     assert [item["title"] for item in first] in ([], ["Home"])
 
     hang[0] = 0.0
@@ -257,6 +258,6 @@ def test_kill_9_while_an_item_is_held_loses_nothing(fresh_site: Site, tmp_path: 
     log, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, log
     assert "/p/28/print" in fresh_site.fetched()  # not recorded as kept by the killed run
-    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    kept = read_items(items)
     products = [(item["title"], _path(item["url"])) for item in kept if item["title"] != "Home"]
     assert products == [("Product 28", "/p/28")]

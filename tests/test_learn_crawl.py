@@ -23,6 +23,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 
 from scrapy_dedup.explain import Project, explain, format_explain
 from tests.conftest import CrawlResult, crawl
+from tests.crawl_worker import read_items
 from tests.messy_site import MessySite
 from tests.site import Reply, Site
 from tests.test_store_crawls import _worker
@@ -400,7 +401,7 @@ def test_kill_9_while_learning_loses_nothing(fresh_site: Site, tmp_path: Any, mo
     assert proc.returncode == 0, log
     second = _fetched(fresh_site, model)
     assert not real - set(first + second), log  # every real page fetched by one run
-    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    kept = read_items(items)
     pages = {
         model.page_id(
             urlsplit(i["url"]).hostname or "", urlsplit(i["url"]).path, urlsplit(i["url"]).query

@@ -33,7 +33,7 @@ from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import resolve_sqlite_path
 from scrapy_dedup.stores import open_store
 from tests.conftest import crawl
-from tests.crawl_worker import NewsSpider
+from tests.crawl_worker import NewsSpider, read_items
 from tests.site import Reply, Site, article, store_stage_routes
 from tests.test_store_crawls import ADDON, OTHER_TEXT, _names, _path, _worker
 
@@ -356,7 +356,7 @@ def test_kill_9_then_the_same_command_loses_no_page(
 
     # Nothing lost: every content came out of one run or the other, and
     # every page was fetched by one run or the other.
-    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    kept = read_items(items)
     assert set(_names(kept, content)) == set(content.values()), log
     assert set(first) | set(second) == set(routes), log
     fed = _feed_items(tmp_path / "feed1.jsonl") + _feed_items(tmp_path / "feed2.jsonl")
@@ -807,5 +807,5 @@ def test_runs_killed_while_a_slow_page_is_in_flight_do_not_use_up_its_retries(
     assert proc.returncode == 0, logs[-1]
     assert not [log for log in logs if "Giving up" in log]
     assert "/flaky/8" in fresh_site.fetched(), logs[-1]
-    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    kept = read_items(items)
     assert set(_names(kept, content)) == set(content.values()), logs[-1]

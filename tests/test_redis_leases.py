@@ -4,7 +4,6 @@ redis-server, real worker processes, kill -9 by PID."""
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -16,6 +15,7 @@ import pytest
 import redis
 
 from scrapy_dedup.stores.redis import RedisStore
+from tests.crawl_worker import read_items
 from tests.site import Route, Site, article, page
 from tests.test_store_crawls import ADDON, _worker
 
@@ -50,9 +50,7 @@ def _lists_site(delay: float) -> tuple[dict[str, Route], dict[str, str]]:
 
 
 def _items(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return read_items(path)
 
 
 def _workers_connected(url: str, count: int) -> bool:

@@ -11,7 +11,6 @@ twice because of an outage.
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import subprocess
@@ -32,7 +31,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 from scrapy_dedup.stores import guarded
 from scrapy_dedup.stores.redis import RedisStore
 from tests.conftest import BASE_SETTINGS
-from tests.crawl_worker import NewsSpider
+from tests.crawl_worker import NewsSpider, read_items
 from tests.redis_servers import free_port, redis_binaries
 from tests.site import Reply, Site, article, page
 from tests.test_store_crawls import _worker
@@ -221,12 +220,6 @@ def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str] | None =
 
 def names(items: list[dict[str, Any]], content: dict[str, str]) -> Counter[str]:
     return Counter(content[urlsplit(item["url"]).path] for item in items)
-
-
-def read_items(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
 def warnings_with(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import time
@@ -16,6 +15,7 @@ import scrapy
 from scrapy.utils.defer import deferred_f_from_coro_f
 
 from tests.conftest import crawl
+from tests.crawl_worker import read_items
 from tests.site import Site, article, canonical_routes, print_view_routes, view_routes
 from tests.test_pipeline import ArticleSpider
 from tests.test_store_crawls import _count_recorded, _worker
@@ -368,7 +368,7 @@ def test_kill_9_while_declarations_are_trusted_loses_nothing(
     log, _ = proc.communicate(timeout=180)
     assert proc.returncode == 0, log
 
-    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    kept = read_items(items)
     filed = Counter(item["url"] for item in kept)
     articles = {fresh_site.url(f"/a/{n}", host="127.0.0.1") for n in range(40)}
     assert articles <= set(filed), sorted(articles - set(filed))

@@ -30,7 +30,7 @@ from scrapy.utils.defer import deferred_f_from_coro_f
 from scrapy_dedup.keys import url_key
 from scrapy_dedup.url import canonicalize_url
 from tests.conftest import crawl
-from tests.crawl_worker import NewsSpider
+from tests.crawl_worker import NewsSpider, read_items
 from tests.redis_servers import free_port, start_redis
 from tests.site import Reply, Site, article, store_stage_routes
 
@@ -173,7 +173,7 @@ def test_sqlite_survives_kill_9_nothing_fetched_twice_nothing_lost(
     again = [p for p in second if _key(fresh_site.url(p, host="127.0.0.1")) in recorded]
     assert again == [], log
     # Nothing lost: every real content is kept by one run or the other.
-    kept = [json.loads(line) for line in items.read_text().splitlines()]
+    kept = read_items(items)
     assert set(_names(kept, content)) == set(content.values())
     # Between them the two runs fetched every page.
     assert {p.split("?")[0] for p in first + second} == set(routes)
@@ -317,7 +317,7 @@ def test_three_workers_share_one_redis_namespace(
     fetched = fresh_site.fetched()
     assert [p for p, n in Counter(fetched).items() if n > 1] == []  # no URL fetched twice
     assert {p.split("?")[0] for p in fetched} == set(routes)  # nothing missing
-    per_worker = [[json.loads(line) for line in f.read_text().splitlines()] for f in files]
+    per_worker = [read_items(f) for f in files]
     names = _names([item for items in per_worker for item in items], content)
     assert sorted(names) == sorted(set(content.values()))  # exactly one item per content
     assert sum(1 for items in per_worker if items) >= 2  # the work was shared
