@@ -136,7 +136,10 @@ async def test_a_parameter_ignored_by_one_script_is_not_skipped_on_its_sibling(
     copies = [p for p in fresh_site.fetched() if _wrong_forum(p)]
     print(f"{len(fresh_site.fetched())} fetches, {len(copies)} of {linked_elsewhere} copies")
     assert result.stats.get("dedup/url/filtered/learned", 0) >= 10
-    assert len(copies) < 0.8 * linked_elsewhere  # (some arrive before the rule)
+    # Some arrive before the rule, more with more in flight, and the
+    # end-of-crawl audit fetches skipped ones to check the rule (up to 59 a
+    # rule): 8 at 1 in flight, 37-51 at 8 alone, 68 at 8 in a loaded suite.
+    assert len(copies) < 0.9 * linked_elsewhere
 
 
 def _wrong_forum(path: str) -> bool:
