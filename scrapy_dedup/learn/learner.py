@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from scrapy_dedup.learn.audit import _Kept, draw
+from scrapy_dedup.learn.defer import PER_PATH, PROBES, SEEN, Held, variants
 from scrapy_dedup.learn.evidence import _CLASSES, MIN_TEXT, _ignore, _key
 from scrapy_dedup.learn.rules import (
     ADOPTED,
@@ -18,6 +19,7 @@ from scrapy_dedup.learn.rules import (
     PARAM,
     PARAMS,
     REVOKED,
+    Proposal,
     Rule,
     Skip,
     _explanations,
@@ -26,6 +28,7 @@ from scrapy_dedup.learn.rules import (
     _where,
 )
 from scrapy_dedup.learn.scope import _Parts, _scope, _split
+from scrapy_dedup.url.plain import plainer, plainness
 
 __all__ = ["Learner"]
 
@@ -56,6 +59,18 @@ class _Host:
     copies: dict[int, _Page] = field(default_factory=dict)
     kept: list[_Kept] = field(default_factory=list)
     credit: float = 1.0  # of the sample: the first check is fetched
+    # Waiting requests (scrapy_dedup.learn.defer): URLs fetched or queued,
+    # key under the adopted rules -> the plainest such URL; the same, per
+    # path (a few URLs under the adopted rules); those queued, to index again.
+    seen: dict[int, str] = field(default_factory=dict)
+    fetched: set[int] = field(default_factory=set)  # of those, the keys of pages fetched
+    by_path: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
+    passed: list[str] = field(default_factory=list)
+    # key of the URL each waits for (its copy's) -> the requests
+    held: dict[int, list[Held]] = field(default_factory=dict)
+    # per (candidate, template): the copies whose variants were fetched as evidence
+    probes: dict[tuple[Rule, str], set[int]] = field(default_factory=dict)
+    settled: int = 0  # rule decisions (adoptions + contradictions) when its held were settled
 
 
 class Learner:
@@ -73,6 +88,7 @@ class Learner:
         sample: float = 0.05,
         max_kept: int = 100_000,
         frozen: bool = False,
+        defer: bool = True,
         inc: Callable[[str, int], None] | None = None,
         kept: Callable[[str], bool] | None = None,
     ) -> None:
@@ -83,6 +99,8 @@ class Learner:
         self.max_kept = max_kept
         #: Learn no new rule: the loaded ones apply (and can still fail).
         self.frozen = frozen
+        #: Let requests a rule not decided yet would skip wait (:meth:`wait`).
+        self.defer = defer
         self.inc: Callable[[str, int], None] = inc or _ignore
         #: Whether a page an earlier run fetched still stands for its class:
         #: its items were kept (and it is not to be fetched again). ``None``:
@@ -90,12 +108,14 @@ class Learner:
         self.kept_earlier = kept
         self.hosts: dict[str, _Host] = {}
         self.kept = 0
+        self.held = 0  # requests waiting (:meth:`wait`)
         self._adoptions = 0
         self._contradictions = 0
         self._audits = 0
         self._audited_at = 0
         self._rebuilds = 0  # rebuilds of any host's evidence so far
         self._released: list[Any] = []  # by contradictions, until observe returns them
+        self._unheld: list[Any] = []  # waiting requests to fetch, until :meth:`fetch_held`
 
     # -- what the crawl asks --
 
@@ -182,9 +202,15 @@ class Learner:
         # The rules that made the copy's URL the class's are what the skip
         # rests on too: they fail, it is handed back (and the audit counts it
         # for them).
-        used = tuple(dict.fromkeys(used + copy.used))
         scope = parts.scope
-        if any(_where(rule, scope) not in rule.seen_in for rule in used) or self._sampled(host):
+        copied = _split(copy.url)
+        unseen = any(_where(rule, scope) not in rule.seen_in for rule in used) or (
+            # (each rule where it rewrote: the copy's rules in the copy's template)
+            copied is not None
+            and any(_where(rule, copied.scope) not in rule.seen_in for rule in copy.used)
+        )
+        used = tuple(dict.fromkeys(used + copy.used))
+        if unseen or self._sampled(host):
             # Fetched: a rule skips in a part of the site (a URL template)
             # only once a page there confirmed it; then one in 1 / sample.
             self.inc("dedup/learn/sampled", 1)
@@ -212,6 +238,190 @@ class Learner:
         for rule in skip.rules:
             rule.skipped += 1
         self.inc("dedup/learn/skipped", 1)
+
+    # -- requests that wait for a rule to be decided (scrapy_dedup.learn.defer) --
+
+    def wait(self, url: str, request: Any) -> Held | bool | None:
+        """For a new request (canonical ``url``) that :meth:`check` found no
+        copy for: a :class:`~scrapy_dedup.learn.defer.Held` when it is to wait
+        (kept here: :meth:`observe` decides it, :meth:`fetch_held` hands it
+        back to fetch, :meth:`undefer` at the end); ``True`` when it is
+        fetched as evidence for a rule (not to be checked again); ``None``
+        when it is fetched (and stands for its class until a plainer URL of
+        it is queued)."""
+        parts = _split(url)
+        if parts is None or not self.defer:
+            return None
+        host = self.hosts.setdefault(parts.host, _Host())
+        if _key(url) in host.pages:
+            return None  # fetched itself: one whose items an interrupted run did not save
+        based, used = self._apply(host, parts)
+        key = _key(based.url)
+        scope = parts.scope
+        if self.held + self.kept >= self.max_kept:
+            self._note(host, url, based)
+            return None
+        first = host.seen.get(key)
+        if used and first is not None and first != url and key not in host.copies:
+            # The adopted rules make it a copy of a page queued, not fetched yet.
+            return self._hold(host, Held(request, url, scope, used[-1], first), key)
+        found = self._open_candidate(host, parts, based, url)
+        if found is None and not self.frozen:
+            for other in variants(based, host.by_path.get(based.segments, []), host.seen, _key):
+                plain = _split(other)
+                if plain is not None:
+                    for proposal in _explanations(plain, based):
+                        if proposal not in host.rules and len(host.rules) < _RULES_PER_HOST:
+                            self._new_rule(host, parts.host, proposal)
+            found = self._open_candidate(host, parts, based, url)
+        if found is None:
+            self._note(host, url, based)
+            return None
+        rule, where, copy_key = found
+        if self._probe(host, rule, where, copy_key):
+            self._note(host, url, based)
+            return True
+        return self._hold(host, Held(request, url, scope, rule, host.seen[copy_key]), copy_key)
+
+    def _probe(self, host: _Host, rule: Rule, where: str, copy_key: int) -> bool:
+        """Whether a variant of the page ``copy_key`` is fetched as evidence for
+        ``rule``: one per page, ``PROBES`` pages per (rule, template), once
+        that page is fetched (so that its item, the plain one, comes first)."""
+        probed = host.probes.setdefault((rule, where), set())
+        if copy_key in probed or len(probed) >= PROBES or copy_key not in host.fetched:
+            return False
+        probed.add(copy_key)
+        self.inc("dedup/learn/probed", 1)
+        return True
+
+    def _open_candidate(
+        self, host: _Host, parts: _Parts, based: _Parts, url: str
+    ) -> tuple[Rule, str, int] | None:
+        """A candidate that makes ``based`` a copy of another URL fetched or
+        queued: ``(rule, its template, that URL's key)``."""
+        scope = parts.scope
+        for rule in host.rules.values():
+            if rule.state != CANDIDATE:
+                continue
+            where = _where(rule, scope)
+            if where in rule.excluded:
+                continue
+            rewritten = rule.rewrite(based)
+            if rewritten is None:
+                continue
+            copy_key = _key(rewritten.url)
+            first = host.seen.get(copy_key)
+            if first is not None and first != url:
+                return rule, where, copy_key
+        return None
+
+    def _hold(self, host: _Host, entry: Held, copy_key: int, again: bool = False) -> Held:
+        host.held.setdefault(copy_key, []).append(entry)
+        self.held += 1
+        if not again:
+            self.inc("dedup/learn/deferred", 1)
+        return entry
+
+    def _note(self, host: _Host, url: str, based: _Parts) -> None:
+        """``url`` is fetched or queued: the URL other requests can wait for."""
+        if len(host.passed) < SEEN:
+            host.passed.append(url)
+        self._index(host, url, based)
+
+    @staticmethod
+    def _index(host: _Host, url: str, based: _Parts, fetched: bool = False) -> None:
+        key = _key(based.url)
+        if fetched:
+            host.fetched.add(key)
+        first = host.seen.get(key)
+        if first is None:
+            if len(host.seen) >= SEEN:
+                return
+            host.seen[key] = url
+        elif plainer(url, first):
+            host.seen[key] = url
+        same = host.by_path.setdefault(based.segments, [])
+        if len(same) < PER_PATH and based.url not in same:
+            same.append(based.url)
+
+    def _settle(self, host: _Host, parts: _Parts | None) -> None:
+        """Decide what waits on a rule decided since (every waiting request
+        of ``host``), or on the page of ``parts`` just fetched."""
+        if not host.held:
+            return
+        decisions = self._adoptions + self._contradictions
+        if decisions != host.settled:
+            host.settled = decisions
+            entries = [entry for waiting in host.held.values() for entry in waiting]
+            host.held = {}
+        elif parts is not None:
+            entries = host.held.pop(_key(self._apply(host, parts)[0].url), [])
+        else:
+            return
+        self.held -= len(entries)
+        for entry in entries:
+            self._decide(host, entry)
+
+    def _decide(self, host: _Host, entry: Held) -> None:
+        """Skip a waiting request, fetch it, or let it wait again."""
+        skip = self.check(entry.url)
+        if skip is not None:
+            if skip.sample:  # fetched, to check the rules
+                self._unhold(entry)
+            else:
+                self.keep(skip, entry.request)
+            return
+        rule, where = entry.rule, _where(entry.rule, entry.scope)
+        parts = _split(entry.url)
+        assert parts is not None
+        if where not in rule.excluded:
+            if rule.state == CANDIDATE:
+                rewritten = rule.rewrite(self._apply(host, parts)[0])
+                if rewritten is not None:
+                    if self._probe(host, rule, where, _key(rewritten.url)):
+                        self._unhold(entry)
+                    else:
+                        self._hold(host, entry, _key(rewritten.url), again=True)
+                    return
+            elif rule.state == ADOPTED:
+                based, used = self._apply(host, parts)
+                key = _key(based.url)
+                first = host.seen.get(key)
+                if used and first is not None and first != entry.url and key not in host.copies:
+                    self._hold(host, entry, key, again=True)  # its copy is not fetched yet
+                    return
+        self._unhold(entry)
+
+    def _unhold(self, entry: Held) -> None:
+        self._unheld.append(entry.request)
+        self.inc("dedup/learn/deferred/released", 1)
+
+    def fetch_held(self) -> list[Any]:
+        """Waiting requests a decision handed back since the last call: to fetch."""
+        unheld, self._unheld = self._unheld, []
+        return unheld
+
+    def undefer(self) -> list[Any]:
+        """When the crawl would end: every request still waiting, decided by
+        the rules as they are (skipped when they make it a copy of a fetched
+        page), else to fetch, plainest first."""
+        for host in self.hosts.values():
+            host.settled = -1  # decide them all
+            self._settle(host, None)
+        waiting = [
+            (entry.url, entry.request)
+            for host in self.hosts.values()
+            for held in host.held.values()
+            for entry in held
+        ]
+        for host in self.hosts.values():
+            host.held = {}
+        self.held = 0
+        fetched = self.fetch_held()
+        waiting.sort(key=lambda pair: plainness(pair[0]))
+        if waiting:
+            self.inc("dedup/learn/deferred/fetched", len(waiting))
+        return fetched + [request for _, request in waiting]
 
     def audit(self) -> list[Any]:
         """Kept requests to fetch as a last check before the crawl ends: of
@@ -259,6 +469,7 @@ class Learner:
             host.history.append((url, digest, enough, earlier))
         rebuilds = self._rebuilds
         based, used = self._apply(host, parts)
+        self._index(host, url, based, fetched=True)
         if host.adopted:
             self._check_copies(host, parts, based, _Page(digest, url, enough, used, earlier))
         for rule in list(host.rules.values()):
@@ -275,6 +486,7 @@ class Learner:
                 self._propose(host, other, url)
             if len(same_text) < _PAIRS_PER_TEXT:
                 same_text.append(url)
+        self._settle(host, parts)
         released, self._released = self._released, []
         return released
 
@@ -308,26 +520,28 @@ class Learner:
             return
         if first.digest == page.digest:
             if page.enough:
-                tested: set[Family] | None = None  # the families the pair checks
-                for rule in dict.fromkeys(first.used + page.used):
-                    where = _where(rule, parts.scope)
+                earlier = _split(first.url)
+                assert earlier is not None
+                used = first.used + page.used
+                # Only a pair the rule made one class checks it: two ?sid
+                # variants of one ?sort=desc page say nothing about ?sort, and
+                # two ?sid variants of viewforum.php?f=2 nothing about whether
+                # ?f matters there (counted, it would let ?f skip f=1 as f=2).
+                tested = {
+                    family
+                    for family in _families(used, None)
+                    if not self._merged(host, (parts, earlier), family, None)
+                }
+                for rule in dict.fromkeys(used):
+                    if rule.family not in tested:
+                        continue
+                    wheres = _rewritten_where(rule, (first.url, page.url), parts.scope)
                     if not (page.earlier and rule.loaded):
                         # (A page of an earlier run is in a loaded rule's
                         # count already: the run that wrote the file counted it.)
                         rule.verified += 1
-                    rule.seen_in.add(where)
-                    if tested is None:
-                        earlier = _split(first.url)
-                        assert earlier is not None
-                        tested = {
-                            family
-                            for family in _families(first.used + page.used, None)
-                            if not self._merged(host, (parts, earlier), family, None)
-                        }
-                    if rule.family in tested:
-                        # (Only a pair the rule made one class checks it for
-                        # the audit: two ?sid variants of one ?sort=desc page
-                        # say nothing about ?sort.)
+                    rule.seen_in.update(wheres)
+                    for where in wheres:
                         rule.checked.setdefault(where, set()).add(first.url)
                 self.inc("dedup/learn/verified", 1)
                 if first.earlier and not page.earlier:
@@ -414,10 +628,13 @@ class Learner:
         # so does a text (two classes with one text are copies of one page).
         if cls in rule.confirmed:
             return
-        where = _where(rule, scope)
+        # Where it holds: the template of the page of the pair it rewrites
+        # (/p/7/print, not /p/7, whichever of the two was fetched last).
+        wheres = _rewritten_where(rule, pair, scope)
+        where = wheres[0]
         rule.confirmed[cls] = (digest, where)
         rule.support = rule.supporting()
-        rule.seen_in.add(where)
+        rule.seen_in.update(wheres)
         if len(rule.examples) < 8:
             rule.examples.append(pair)
         if rule.state == CANDIDATE and self._supported(rule):
@@ -504,6 +721,13 @@ class Learner:
         self._rebuilds += 1
         rebuilds = self._rebuilds
         host.copies = {}
+        # The URLs requests wait for, keyed under the rules as they are now.
+        host.seen, host.by_path, host.fetched = {}, {}, set()
+        for fetched, urls in ((False, host.passed), (True, [page[0] for page in host.history])):
+            for url in urls:
+                parts = _split(url)
+                if parts is not None:
+                    self._index(host, url, self._apply(host, parts)[0], fetched)
         candidates = [rule for rule in host.rules.values() if rule.state == CANDIDATE]
         for rule in candidates:
             rule.forget_evidence()  # rebuilt below, never counted twice
@@ -539,23 +763,40 @@ class Learner:
             return
         # What adopted rules explain already is not a difference any more.
         a, b = self._apply(host, a)[0], self._apply(host, b)[0]
-        for kind, old, new in _explanations(a, b):
-            key = (kind, old, new)
-            if key in host.rules or len(host.rules) >= _RULES_PER_HOST:
-                continue
-            rule = host.rules[key] = Rule(a.host, kind, old, new)
-            self.inc("dedup/learn/proposed", 1)
-            rebuilds = self._rebuilds
-            for url, digest, enough, _ in host.history:  # the pages fetched so far
-                parts = _split(url)
-                if self._rebuilds != rebuilds:
-                    break  # rebuilt meanwhile, with this rule
-                if parts is not None and rule.state == CANDIDATE:
-                    based = self._apply(host, parts)[0]
-                    self._evidence(host, rule, parts, based, digest, enough)
+        for proposal in _explanations(a, b):
+            if proposal not in host.rules and len(host.rules) < _RULES_PER_HOST:
+                self._new_rule(host, a.host, proposal)
+
+    def _new_rule(self, host: _Host, name: str, proposal: Proposal) -> None:
+        """A candidate, with the evidence of the pages fetched so far."""
+        kind, old, new = proposal
+        rule = host.rules[proposal] = Rule(name, kind, old, new)
+        self.inc("dedup/learn/proposed", 1)
+        rebuilds = self._rebuilds
+        for url, digest, enough, _ in host.history:  # the pages fetched so far
+            parts = _split(url)
+            if self._rebuilds != rebuilds:
+                break  # rebuilt meanwhile, with this rule
+            if parts is not None and rule.state == CANDIDATE:
+                based = self._apply(host, parts)[0]
+                self._evidence(host, rule, parts, based, digest, enough)
 
 
 Family = tuple[str, str]
+
+
+def _rewritten_where(rule: Rule, pair: tuple[str, str], scope: str) -> list[str]:
+    """The parts of the site (:func:`_where`) of the pages of ``pair`` that
+    ``rule`` rewrites (the variant; both, when it rewrites both); ``scope``
+    when it rewrites neither."""
+    found = []
+    for url in pair:
+        parts = _split(url)
+        if parts is not None and rule.rewrite(parts) is not None:
+            where = _where(rule, parts.scope)
+            if where not in found:
+                found.append(where)
+    return found or [_where(rule, scope)]
 
 
 def _families(used: tuple[Rule, ...], candidate: Rule | None) -> dict[Family, list[Rule]]:
