@@ -351,31 +351,60 @@ def reachable(served: Served) -> tuple[set[tuple[object, ...]], int]:
     return pages, len(seen)
 
 
-def crawl(served: Served, rng: random.Random, in_flight: int) -> tuple[set[object], int]:
-    """A learning crawl: the real pages it fetched, and its fetches."""
+def crawl(
+    served: Served, rng: random.Random, in_flight: int, defer: bool = True
+) -> tuple[set[object], int]:
+    """A learning crawl: the real pages it fetched, and its fetches. As the
+    Scrapy glue does: a new request is checked when it is scheduled and
+    again when it leaves the queue (LearnedRulesMiddleware); one handed back
+    (a failed rule, a decided wait, the end) is fetched without a check."""
     canon = URLCanonicalizer()
-    learner = Learner(min_support=3, sample=0.05)
+    learner = Learner(min_support=3, sample=0.05, defer=defer)
     start = f"http://{HOST}/"
     seen = {canon.canonicalize(start)}
-    queue, flying, fetched, fetches = [start], [], set(), 0
+    queue: list[tuple[str, bool]] = [(start, False)]
+    flying: list[str] = []
+    fetched: set[object] = set()
+    fetches = 0
+    checking: set[str] = set()  # fetched to check a rule, or as evidence: not checked again
+
+    def skipped(url: str) -> bool:
+        key = canon.canonicalize(url)
+        if url in checking:
+            return False
+        skip = learner.check(key)
+        if skip is not None:
+            if skip.sample:
+                checking.add(url)
+                return False
+            learner.keep(skip, url)
+            return True
+        waited = learner.wait(key, url)
+        if waited is True:
+            checking.add(url)
+        return waited not in (None, True)
 
     def schedule(url: str, again: bool = False) -> None:
-        key = canon.canonicalize(url)
         if not again:
+            key = canon.canonicalize(url)
             if key in seen:
                 return
             seen.add(key)
-            skip = learner.check(key)
-            if skip is not None and not skip.sample:
-                learner.keep(skip, url)
+            if skipped(url):
                 return
-        queue.append(url)
+        queue.append((url, not again))
 
     while True:
         while queue and len(flying) < in_flight:
-            flying.append(queue.pop(rng.randrange(len(queue)) if rng.random() < 0.5 else -1))
+            url, check = queue.pop(rng.randrange(len(queue)) if rng.random() < 0.5 else -1)
+            if not (check and skipped(url)):
+                flying.append(url)
         if not flying:
-            queue += learner.audit()
+            if queue:
+                continue
+            queue += [(u, False) for u in learner.undefer()]
+            if not queue:
+                queue += [(u, False) for u in learner.audit()]
             if not queue:
                 break
             continue
@@ -386,9 +415,14 @@ def crawl(served: Served, rng: random.Random, in_flight: int) -> tuple[set[objec
         fetched.add(identity)
         for again in learner.observe(canon.canonicalize(url), *page_digest(html)):
             schedule(again, again=True)
+        for again in learner.fetch_held():
+            schedule(again, again=True)
         for link in links:
             schedule(link)
     return fetched, fetches
+
+
+DEFER = True
 
 
 def run(seed: int) -> tuple[int, int, int, int, list[str], int]:
@@ -400,7 +434,7 @@ def run(seed: int) -> tuple[int, int, int, int, list[str], int]:
     served.index()
     real, plain = reachable(served)
     in_flight = rng.choice((1, 8, 16))
-    fetched, fetches = crawl(served, rng, in_flight)
+    fetched, fetches = crawl(served, rng, in_flight, DEFER)
     lost = sorted(str(p) for p in real - fetched)
     return len(real), plain, fetches, len(lost), lost, in_flight
 
@@ -412,7 +446,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, help="one seed only (with -v: what it lost)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("-v", action="store_true")
+    parser.add_argument("--no-defer", action="store_true", help="requests never wait")
     args = parser.parse_args()
+    global DEFER
+    DEFER = not args.no_defer
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     begun = time.perf_counter()
     if args.jobs > 1 and len(seeds) > 1:

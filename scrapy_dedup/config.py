@@ -94,6 +94,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_LEARN_MAX_KEPT": 100_000,  # skipped requests kept to fetch if a rule fails
     "DEDUP_LEARN_RULES": None,  # a JSON file: rules read at start, written at the end
     "DEDUP_LEARN_FROZEN": False,  # learn no new rule: only those of DEDUP_LEARN_RULES
+    "DEDUP_LEARN_DEFER": True,  # a request a rule not decided yet would skip waits
     # Logging
     "DEDUP_DEBUG": False,  # log every dropped request/item with the reason
     # at the end, write <path>.json and a self-contained <path>.html of what
@@ -324,6 +325,7 @@ class DedupConfig:
     learn_max_kept: int = 100_000
     learn_rules: str | None = None
     learn_frozen: bool = False
+    learn_defer: bool = True
     # Logging
     debug: bool = False
     report: str | None = None
@@ -380,6 +382,7 @@ class DedupConfig:
             learn_max_kept=r.number("DEDUP_LEARN_MAX_KEPT", int, 0),
             learn_rules=r.optional_text("DEDUP_LEARN_RULES"),
             learn_frozen=r.flag("DEDUP_LEARN_FROZEN"),
+            learn_defer=r.flag("DEDUP_LEARN_DEFER"),
             debug=r.flag("DEDUP_DEBUG"),
             report=r.optional_text("DEDUP_REPORT"),
         )

@@ -14,8 +14,8 @@ from w3lib.url import canonicalize_url
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.keys import PREVIOUS_RUN, RequestKey, merge_reasons, url_info
-from scrapy_dedup.learn import Skip
-from scrapy_dedup.learning import learned_rules
+from scrapy_dedup.learn import Held, Skip
+from scrapy_dedup.learning import describe, learned_rules
 from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.stores.compact import CompactMap
@@ -150,7 +150,7 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._started: set[int] = set()
         # DEDUP_LEARN: URL rules learned from the pages fetched (scrapy_dedup.learning).
         self.learned = learned_rules(state)
-        self._learned: tuple[Request, Skip, bool] | None = None
+        self._learned: tuple[Request, Skip | Held, bool] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -289,12 +289,12 @@ class CanonicalDupeFilter(BaseDupeFilter):
                 self.report.url_filtered(("learned",), request.url, skip.copy_of, skip.copy_of)
             if self.debug:
                 logger.debug(
-                    "Filtered duplicate request: %(request)s is a copy of %(copy)s by learned "
-                    "URL rule %(rules)s (referer: %(referer)s)",
+                    "Filtered duplicate request: %(request)s %(why)s (referer: %(referer)s)",
                     {
                         "request": request,
-                        "copy": skip.copy_of,
-                        "rules": " and ".join(rule.name for rule in skip.rules),
+                        "why": describe(skip)
+                        if isinstance(skip, Held)
+                        else f"is {describe(skip)}",
                         "referer": referer_str(request),
                     },
                 )

@@ -33,7 +33,7 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy_dedup._stats import StatsBuffer
 from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.keys import PREVIOUS_RUN
-from scrapy_dedup.learn import Learner, Skip
+from scrapy_dedup.learn import Held, Learner, Skip
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.trust import canonical_trust, fetch_again
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LearnedRules",
     "LearnedRulesMiddleware",
+    "describe",
     "kept_earlier",
     "learned_rules",
     "load_rules_file",
@@ -119,6 +120,7 @@ class LearnedRules:
             sample=config.learn_sample,
             max_kept=config.learn_max_kept,
             frozen=config.learn_frozen,
+            defer=config.learn_defer,
             inc=self._stats.inc,
             kept=self._kept_earlier,
         )
@@ -220,15 +222,24 @@ class LearnedRules:
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
             self._fetch_again(released, "the learned rule that skipped it failed")
-        return len(released) + targets
+        unheld = self.learner.fetch_held()
+        if unheld:
+            self._fetch_again(unheld, "the learned rule it waited for is decided")
+        return len(released) + len(unheld) + targets
 
-    def skip(self, request: Request, canonical_url: str) -> Skip | None:
-        """Keep and return the skip when learned rules make ``request`` a copy."""
+    def skip(self, request: Request, canonical_url: str) -> Skip | Held | None:
+        """Keep and return the skip when learned rules make ``request`` a
+        copy, or the wait when it is to wait for a rule to be decided
+        (``DEDUP_LEARN_DEFER``): either way it is not fetched now."""
         if request.method != "GET" or request.body or request in self._checking:
             return None
         skip = self.learner.check(canonical_url)
         if skip is None:
-            return None
+            held = self.learner.wait(canonical_url, request)
+            if held is True:  # fetched as a rule's evidence (and not checked again)
+                self._checking.add(request)
+                return None
+            return held or None
         if skip.sample:  # fetched, to check the rules (and not checked again)
             self._checking.add(request)
             return None
@@ -273,6 +284,10 @@ class LearnedRules:
         gives back what it skipped here."""
         if self._exchange():
             raise DontCloseSpider
+        waiting = self.learner.undefer()
+        if waiting:
+            self._fetch_again(waiting, "it waited for a learned rule not decided by the end")
+            raise DontCloseSpider
         audited = self.learner.audit()
         if audited:
             self._fetch_again(audited, "a last check of a learned rule")
@@ -305,6 +320,16 @@ class LearnedRules:
             )
             stats.set_value(f"dedup/learn/rule/{rule.name}/skipped", rule.skipped)
         stats.set_value("dedup/learn/rules", adopted)
+
+
+def describe(skip: Skip | Held) -> str:
+    """Why a request is not fetched now, for the log."""
+    rules = " and ".join(rule.name for rule in skip.rules)
+    if isinstance(skip, Held):
+        return (
+            f"waits: it may be a copy of {skip.copy_of} (learned URL rule {rules} not decided yet)"
+        )
+    return f"a copy of {skip.copy_of} by learned URL rule {rules}"
 
 
 class LearnedRulesMiddleware:
@@ -353,9 +378,8 @@ class LearnedRulesMiddleware:
             )
         if self.learned.debug:
             logger.debug(
-                "Not fetching %s: a copy of %s by learned URL rule %s",
+                "Not fetching %s: %s",
                 request,
-                skip.copy_of,
-                " and ".join(rule.name for rule in skip.rules),
+                describe(skip),
             )
-        raise IgnoreRequest(f"a copy of {skip.copy_of} by a learned URL rule")
+        raise IgnoreRequest(describe(skip))

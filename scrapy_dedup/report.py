@@ -80,7 +80,14 @@ def savings(stats: dict[str, Any]) -> dict[str, Any]:
     :data:`MIN_RESPONSES_FOR_BYTES` responses were downloaded.
     """
     saved = {key: _get(stats, f"dedup/url/saved/{key}") for key, _ in _SAVED_BY}
-    saved["learned"] -= _get(stats, "dedup/learn/released") + _get(stats, "dedup/learn/audited")
+    # (Requests that waited for a rule were filtered; those fetched after all
+    # saved nothing.)
+    saved["learned"] -= (
+        _get(stats, "dedup/learn/released")
+        + _get(stats, "dedup/learn/audited")
+        + _get(stats, "dedup/learn/deferred/released")
+        + _get(stats, "dedup/learn/deferred/fetched")
+    )
     # (A target skipped on trust was filtered at most once, however often refetched.)
     saved["rel_canonical"] -= min(_get(stats, "dedup/canonical/refetched"), saved["rel_canonical"])
     by = {key: max(0, n) for key, n in saved.items()}

@@ -37,6 +37,7 @@ template, or all of them when revoked) for the caller to fetch.
 
 from __future__ import annotations
 
+from scrapy_dedup.learn.defer import Held
 from scrapy_dedup.learn.evidence import (
     MIN_TEXT,
     body_digest,
@@ -56,6 +57,7 @@ from scrapy_dedup.learn.trust import CanonicalTrust
 __all__ = [
     "MIN_TEXT",
     "CanonicalTrust",
+    "Held",
     "Learner",
     "Rule",
     "Skip",
