@@ -485,7 +485,9 @@ async def test_three_workers_on_one_redis_learn_together(
     # 40; 1.85-1.94 with the stratified audit (one worker: 1.86). The excess is
     # mostly rules adopted before the page that contradicts them (?color on
     # shirts) arrived, whose skipped requests are then fetched.
-    assert len(fetched) / len(real) <= 2.05
+    # 1.95-1.97 here and 2.09 on CI's floors run with requests that wait for
+    # undecided rules (DEDUP_LEARN_DEFER): each worker decides its waits alone.
+    assert len(fetched) / len(real) <= 2.2
     # Each worker fetched part of the site and learned from the others' pages.
     for worker_stats in stats:
         assert worker_stats["response_received_count"] > len(fetched) / 6
