@@ -413,6 +413,58 @@ def test_kill_9_while_learning_loses_nothing(fresh_site: Site, tmp_path: Any, mo
         assert "pages of evidence from earlier runs" in log
 
 
+@pytest.mark.parametrize("waits", [1, 25])  # the first request that waits, or many
+def test_kill_9_while_requests_wait_for_a_rule_loses_nothing(
+    fresh_site: Site, tmp_path: Path, waits: int
+) -> None:
+    # The shop's home links every variant of every product, so variants wait
+    # for rules not decided yet (DEDUP_LEARN_DEFER). A kill -9 while they
+    # wait, then the same command to the end: every real page is fetched by
+    # one of the runs and gives its item once.
+    model = MessySite(products=60, stories=0, shop_host="127.0.0.1")
+    fresh_site.handler = model.reply
+    real, _ = model.reachable([fresh_site.url("/", host="127.0.0.1")])
+    settings = {
+        **ADDON,
+        "DEDUP_LEARN": True,
+        "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db",
+        "CONCURRENT_REQUESTS": 2,
+    }
+    start = fresh_site.url("/", host="127.0.0.1")
+    items = tmp_path / "items.jsonl"
+    log_path = tmp_path / "killed.log"
+    debug = {**settings, "LOG_LEVEL": "DEBUG", "DEDUP_DEBUG": True}
+    with log_path.open("w") as log_file:
+        proc = _worker(debug, start, items, stdout=log_file)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if log_path.read_text().count("(learned URL rule") >= waits:
+                break
+            time.sleep(0.002)
+        assert proc.poll() is None, "the crawl ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    killed_log = log_path.read_text()
+    waited = killed_log.count("not decided yet")
+    assert waited >= waits, killed_log[-3000:]  # killed while requests waited
+    first = _fetched(fresh_site, model)
+    assert len(set(first) - {None}) < len(real)  # killed before the end
+
+    fresh_site.reset()
+    proc = _worker(settings, start, items)
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, log
+    second = _fetched(fresh_site, model)
+    assert not real - set(first + second), log  # every real page fetched by one run
+    pages = Counter(
+        model.page_id(
+            urlsplit(i["url"]).hostname or "", urlsplit(i["url"]).path, urlsplit(i["url"]).query
+        )
+        for i in read_items(items)
+    )
+    assert set(pages) == real and max(pages.values()) == 1, pages  # and gave its item once
+
+
 # -- workers of one Redis -------------------------------------------------------
 
 

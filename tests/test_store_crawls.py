@@ -109,10 +109,7 @@ def _worker(
         [sys.executable, "-m", "tests.crawl_worker", json.dumps(settings), start, str(items)],
         cwd=cwd,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        **popen,
+        **{"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, **popen},
     )
 
 

@@ -34,8 +34,9 @@ ITEM_PIPELINES = {"scrapy_dedup.ContentDedupPipeline": 350}
 # rel=canonical: a page declaring <link rel="canonical"> has its items filed under
 # that URL (the fetched one is kept in "fetched_url"); once a few declarations of the
 # host proved right (the declared page had the same text), the canonical URL is not
-# fetched again (DEDUP_CANONICAL_TRUST). 575: after HttpCompressionMiddleware (590), so bodies are decompressed,
-# and after MetaRefreshMiddleware (580), so a refresh page is not read.
+# fetched again (DEDUP_CANONICAL_TRUST). 575: after HttpCompressionMiddleware (590),
+# so bodies are decompressed, and after MetaRefreshMiddleware (580), so a refresh page
+# is not read.
 DOWNLOADER_MIDDLEWARES = {"scrapy_dedup.RelCanonicalMiddleware": 575}
 
 # Instead of the lines above, one line turns every stage on:
