@@ -420,7 +420,7 @@ def test_kill_9_while_requests_wait_for_a_rule_loses_nothing(
     # The shop's home links every variant of every product, so variants wait
     # for rules not decided yet (DEDUP_LEARN_DEFER). A kill -9 while they
     # wait, then the same command to the end: every real page is fetched by
-    # one of the runs and gives its item once.
+    # one of the runs and gives its item.
     model = MessySite(products=60, stories=0, shop_host="127.0.0.1")
     fresh_site.handler = model.reply
     real, _ = model.reachable([fresh_site.url("/", host="127.0.0.1")])
@@ -462,7 +462,8 @@ def test_kill_9_while_requests_wait_for_a_rule_loses_nothing(
         )
         for i in read_items(items)
     )
-    assert set(pages) == real and max(pages.values()) == 1, pages  # and gave its item once
+    # and gave its item (a kill between an item and its page's record may write it twice)
+    assert set(pages) == real, pages
 
 
 # -- workers of one Redis -------------------------------------------------------
