@@ -87,14 +87,15 @@ async def _crawl(site: Site, settings: dict[str, Any]) -> CrawlResult:
     return await crawl(MessySpider, {**ADDON, **settings}, starts=starts)
 
 
+@pytest.mark.parametrize("in_flight", [1, 8, 16])
 @deferred_f_from_coro_f
 async def test_learning_saves_fetches_and_loses_no_page(
-    messy: tuple[Site, MessySite], tmp_path: Path
+    messy: tuple[Site, MessySite], tmp_path: Path, in_flight: int
 ) -> None:
     site, model = messy
     real, plain = model.reachable([f"http://{host}/" for host in HOSTS])
     report = tmp_path / "report"
-    settings = {"DEDUP_LEARN": True, "DEDUP_REPORT": str(report), **ONE_AT_A_TIME}
+    settings = {"DEDUP_LEARN": True, "DEDUP_REPORT": str(report), "CONCURRENT_REQUESTS": in_flight}
     learned = await _crawl(site, settings)
     fetched = _fetched(site, model)
     print(
@@ -113,7 +114,9 @@ async def test_learning_saves_fetches_and_loses_no_page(
     # have 35-40 pages each here, 2 of them checked by the crawl, so the
     # audit fetches all of them.
     assert len(fetched) / len(real) <= 1.9
-    assert learned.stats["dedup/learn/rules"] >= 8
+    # 8 one at a time (/shop/kitchen/... first, then /shop/*/...); with more
+    # in flight /shop/*/... may come first and cover kitchen too.
+    assert learned.stats["dedup/learn/rules"] >= 7
     assert learned.stats["dedup/url/filtered/learned"] >= 400
     # ?v= does not matter on news.test, and names revisions on wiki.test.
     assert learned.stats["dedup/learn/rule/news.test: ?v does not matter/skipped"] > 20
@@ -142,14 +145,17 @@ async def test_learning_saves_fetches_and_loses_no_page(
         assert url.hostname == copy.hostname and url != copy
 
 
+@pytest.mark.parametrize("in_flight", [1, 8, 16])
 @deferred_f_from_coro_f
-async def test_a_rule_that_fails_late_gives_back_what_it_skipped(fresh_site: Site) -> None:
+async def test_a_rule_that_fails_late_gives_back_what_it_skipped(
+    fresh_site: Site, in_flight: int
+) -> None:
     # ?edition= changes nothing for the products a depth-first crawl reaches
     # first, and the text of the others: learned, then contradicted.
     model = MessySite(products=80, stories=4, late_trap=True)
     fresh_site.handler = model.reply
     real, _ = model.reachable([f"http://{host}/" for host in HOSTS])
-    result = await _crawl(fresh_site, {"DEDUP_LEARN": True, **ONE_AT_A_TIME})
+    result = await _crawl(fresh_site, {"DEDUP_LEARN": True, "CONCURRENT_REQUESTS": in_flight})
     fetched = _fetched(fresh_site, model)
     stats = result.stats
     print({k: v for k, v in stats.items() if k.startswith("dedup/learn")})
@@ -264,9 +270,13 @@ async def test_with_sqlite_what_a_rule_skipped_stays_for_the_next_run(
         assert db.execute("SELECT count(*) FROM pending").fetchone()[0] == _still_skipped(stats)
 
 
+@pytest.mark.parametrize("in_flight", [1, 8, 16])
 @deferred_f_from_coro_f
 async def test_a_recrawl_starts_with_the_rules_the_store_learned(
-    messy: tuple[Site, MessySite], tmp_path: Any, caplog: pytest.LogCaptureFixture
+    messy: tuple[Site, MessySite],
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
+    in_flight: int,
 ) -> None:
     # A crawl stopped early (CLOSESPIDER_PAGECOUNT) after rules were learned;
     # the next run resumes its frontier with those rules from its first
@@ -276,7 +286,7 @@ async def test_a_recrawl_starts_with_the_rules_the_store_learned(
     settings = {
         "DEDUP_LEARN": True,
         "DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db",
-        **ONE_AT_A_TIME,
+        "CONCURRENT_REQUESTS": in_flight,
     }
     await _crawl(site, settings | {"DEDUP_NAMESPACE": "whole"})  # one crawl, to compare
     whole_fetches = len(site.log)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 import scrapy
 from scrapy.utils.defer import deferred_f_from_coro_f
 
@@ -139,14 +140,18 @@ def test_a_set_rule_skips_only_urls_with_the_whole_set() -> None:
     assert again.check("https://s.test/products/p1?_pos=9&_sid=q&_ss=r") is not None
 
 
+@pytest.mark.parametrize("in_flight", [1, 8, 16])
 @deferred_f_from_coro_f
-async def test_a_shops_attribution_parameters_are_learned_as_one_rule(fresh_site: Site) -> None:
+async def test_a_shops_attribution_parameters_are_learned_as_one_rule(
+    fresh_site: Site, in_flight: int
+) -> None:
     fresh_site.routes.update(shop_routes())
     start = fresh_site.url("/", host="shop.test")
     without = await crawl(ShopSpider, ADDON, start_url=start)
     plain_fetches = len(fresh_site.fetched())
     fresh_site.reset()
-    result = await crawl(ShopSpider, {**ADDON, "DEDUP_LEARN": True}, start_url=start)
+    settings = {**ADDON, "DEDUP_LEARN": True, "CONCURRENT_REQUESTS": in_flight}
+    result = await crawl(ShopSpider, settings, start_url=start)
     products = _product_fetches(fresh_site)
     stats = result.stats
     # Which pair comes first decides the set: all three (a plain link and an
