@@ -28,9 +28,10 @@ with the real Scrapy engine (``CrawlerProcess``, ``CONCURRENT_REQUESTS`` and
   prefix of its own per crawl, deleted afterwards;
 - ``redis-nofrontier``: the same without the frontier middleware (only with
   ``--only all`` or named in ``--only``: it adds a minute or two);
-- ``memory-learn``: ``memory`` with ``DEDUP_LEARN = True`` (named in
-  ``--only``): what the learned URL rules cost per request on a site with no
-  copies to learn from (every page still observed, every new URL checked).
+- ``memory-nolearn``: ``memory`` with ``DEDUP_LEARN = False`` (named in
+  ``--only``): learned URL rules are on by default, so ``memory`` minus this is
+  what they cost per request on a site with no copies to learn from (every
+  page still observed, every new URL checked).
 
 Each crawl runs in a fresh subprocess (Scrapy's reactor cannot restart), and
 the configurations alternate in order from round to round (``--rounds``);
@@ -113,7 +114,7 @@ class Config:
     label: str
     store: str  # "", "memory", "sqlite", "redis"
     frontier_off: bool = False
-    learn: bool = False  # DEDUP_LEARN
+    learn: bool = True  # DEDUP_LEARN (the default)
 
 
 CONFIGS = [
@@ -123,7 +124,7 @@ CONFIGS = [
     Config("sqlite-nofrontier", "(d) add-on, SQLite, no frontier", "sqlite", True),
     Config("redis", "(e) add-on, Redis + frontier", "redis"),
     Config("redis-nofrontier", "(f) add-on, Redis, no frontier", "redis", True),
-    Config("memory-learn", "(g) add-on, memory, DEDUP_LEARN", "memory", learn=True),
+    Config("memory-nolearn", "(g) add-on, memory, DEDUP_LEARN=False", "memory", learn=False),
 ]
 DEFAULT_CONFIGS = ["plain", "memory", "sqlite", "sqlite-nofrontier", "redis"]
 
@@ -366,8 +367,7 @@ def store_settings(cfg: Config, workdir: Path, redis_uri: str, prefix: str) -> d
     settings: dict[str, Any] = dict(ADDON)
     if cfg.frontier_off:
         settings.update(NO_FRONTIER)
-    if cfg.learn:
-        settings["DEDUP_LEARN"] = True
+    settings["DEDUP_LEARN"] = cfg.learn
     if cfg.store == "memory":
         settings["DEDUP_STORE"] = "memory"
     elif cfg.store == "sqlite":

@@ -149,7 +149,7 @@ def main() -> None:
     addon = {"ADDONS": {"scrapy_dedup.DedupAddon": 100}}
     configs: dict[str, tuple[int, dict[str, Any]]] = {
         "scrapy": (1, {}),
-        "add-on": (1, addon),
+        "add-on": (1, {**addon, "DEDUP_LEARN": False}),  # learning is on by default
         "add-on + learn": (1, {**addon, "DEDUP_LEARN": True}),
     }
     prefix = f"bench-learn-{os.getpid()}"

@@ -29,7 +29,8 @@ the HTTP cache off, ``LOG_LEVEL`` INFO to a file. Variants:
   memory store;
 - ``sqlite`` (c): the add-on with ``DEDUP_STORE = "sqlite:///<tmp file>"``
   (a fresh file per crawl; the frontier middleware is active);
-- ``learn`` (d): the add-on (memory) with ``DEDUP_LEARN = True``;
+- ``nolearn`` (d): the add-on (memory) with ``DEDUP_LEARN = False`` (learned
+  URL rules are on by default: (b) minus (d) is what they cost);
 - ``redis`` (e, only when named in ``--only``): the add-on with ``DEDUP_STORE =
   --redis``, a key prefix of its own, deleted after the crawl;
 - parts of the add-on, only when named, to tell what costs what: ``urlonly``
@@ -132,7 +133,7 @@ VARIANTS = [
     Variant("plain", "a", "(a) plain Scrapy (anchor)"),
     Variant("memory", "b", "(b) add-on, memory"),
     Variant("sqlite", "c", "(c) add-on, SQLite"),
-    Variant("learn", "d", "(d) add-on, memory, DEDUP_LEARN"),
+    Variant("nolearn", "d", "(d) add-on, memory, DEDUP_LEARN=False"),
     Variant("redis", "e", "(e) add-on, Redis"),
     # Parts of the add-on, to tell what costs what:
     Variant("urlonly", "f", "(f) CanonicalDupeFilter alone"),
@@ -143,7 +144,7 @@ VARIANTS = [
     Variant("plainfeed", "i", "(i) plain Scrapy, -o items.jsonl"),
     Variant("sqlitefeed", "j", "(j) add-on, SQLite, -o items.jsonl"),
 ]
-DEFAULT_VARIANTS = ["plain", "memory", "sqlite", "learn"]
+DEFAULT_VARIANTS = ["plain", "memory", "sqlite", "nolearn"]
 
 
 # --- The site ---------------------------------------------------------------------
@@ -435,8 +436,8 @@ class Run:
         settings: dict[str, Any] = dict(ADDON)
         if variant.name == "sqlite":
             settings["DEDUP_STORE"] = f"sqlite:///{workdir / 'dedup.sqlite'}"
-        elif variant.name == "learn":
-            settings["DEDUP_LEARN"] = True
+        elif variant.name == "nolearn":
+            settings["DEDUP_LEARN"] = False
         elif variant.name == "redis":
             settings["DEDUP_STORE"] = self.redis_uri
             settings["DEDUP_REDIS_PREFIX"] = f"{self.redis_prefix}-{self.serial}"

@@ -35,8 +35,9 @@ is observed only after up to that many requests were sent, in a random
 order. A real page none of whose URLs was fetched is lost.
 
 Printed: seeds, real pages, fetches per real page with and without learning,
-seeds that lost a page, pages lost, and the first seeds that lost one (run
-them again with ``--seed N -v``).
+the seeds where learning fetched more than without, seeds that lost a page,
+pages lost, and the first seeds that lost one (run them again with
+``--seed N -v``).
 """
 
 from __future__ import annotations
@@ -469,6 +470,13 @@ def main() -> None:
     print(
         f"seeds that lost a page: {len(losing)} ({len(losing) / len(results):.3%}); "
         f"pages lost: {sum(r[3] for _, r in losing)} of {real:,}"
+    )
+    # Issue 24: "never more fetches than the add-on without learning".
+    worse = [r[2] - r[1] for r in results if r[2] > r[1]]
+    print(
+        f"seeds where learning fetched more than without: {len(worse)} "
+        f"({len(worse) / len(results):.2%}), by {sum(worse)} fetches in all, "
+        f"at most {max(worse, default=0)}"
     )
     for in_flight in (1, 8, 16):
         some = [r for r in results if r[5] == in_flight]

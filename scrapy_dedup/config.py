@@ -88,7 +88,7 @@ DEFAULTS: dict[str, Any] = {
     # {scheme: "path.to.StoreClass"}: stores of your own, by DEDUP_STORE URI scheme
     "DEDUP_STORE_CLASSES": {},
     # Learned URL rules (CanonicalDupeFilter)
-    "DEDUP_LEARN": False,  # learn per host which URL differences do not change a page
+    "DEDUP_LEARN": True,  # learn per host which URL differences do not change a page
     "DEDUP_LEARN_MIN_SUPPORT": 3,  # pages confirming a rule before it skips anything
     "DEDUP_LEARN_SAMPLE": 0.05,  # share of the URLs a rule would skip fetched to check it
     "DEDUP_LEARN_MAX_KEPT": 100_000,  # skipped requests kept to fetch if a rule fails
@@ -319,7 +319,7 @@ class DedupConfig:
     frontier_retries: int = 3
     feed_checkpoint: float = 1.0
     # Learned URL rules
-    learn: bool = False
+    learn: bool = True
     learn_min_support: int = 3
     learn_sample: float = 0.05
     learn_max_kept: int = 100_000

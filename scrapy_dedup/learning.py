@@ -344,7 +344,7 @@ class LearnedRulesMiddleware:
         state = CrawlState.of(crawler)
         learned = learned_rules(state)
         if learned is None:
-            raise NotConfigured  # DEDUP_LEARN is off: the normal case, nothing to say
+            raise NotConfigured  # DEDUP_LEARN = False: the user switched it off
         self.learned = learned
         self.keys = state.keys
         self.state = state

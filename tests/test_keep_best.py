@@ -18,7 +18,11 @@ from tests.site import Reply, Route, Site, article, redirect
 from tests.test_store_crawls import _count_recorded, _worker
 from tests.text.neardup_corpus import documents
 
-ADDON = {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}
+# Learning off: with it (the default), the print view waits behind /p/28 (a
+# variant of a queued page), so the plain page comes first and there is no
+# worse copy to keep (test_with_learning_the_plain_page_comes_first). These
+# tests are about the copies that arrive first anyway.
+ADDON = {"ADDONS": {"scrapy_dedup.DedupAddon": 0}, "DEDUP_LEARN": False}
 TEXTS = documents(min_words=60, max_words=120, seed=31)
 
 
@@ -107,6 +111,24 @@ async def test_first_keeps_the_print_view_and_the_report_says_why(
         f'kept <span class="url">{fresh_site.url("/p/28/print")}</span> (first to arrive); '
         f'<span class="url">{fresh_site.url("/p/28")}</span>, its plainer URL, came later'
     ) in page
+
+
+@deferred_f_from_coro_f
+async def test_with_learning_the_plain_page_comes_first(fresh_site: Site, tmp_path: Path) -> None:
+    # The default: the print view, linked first, is a variant of /p/28 (one
+    # print mark more), so it waits while /p/28 is fetched, however late.
+    fresh_site.routes.update(_routes())
+    report = tmp_path / "report"
+    settings = {**ADDON, "DEDUP_LEARN": True, "DEDUP_REPORT": str(report)}
+    result = await crawl(ProductSpider, settings, start=fresh_site.url("/"))
+    assert result.stats["finish_reason"] == "finished"
+    fetched = fresh_site.fetched()
+    assert fetched[:2] == ["/", "/p/28"]  # /p/28 before its print view, if that is fetched
+    assert set(fetched) <= {"/", "/p/28", "/p/28/print"}
+    assert _product_items(result.items) == [("Product 28", "/p/28", None)]
+    assert result.stats["dedup/learn/deferred"] >= 1
+    data = json.loads(report.with_suffix(".json").read_text())
+    assert data["worse_copies_kept"]["count"] == 0
 
 
 @deferred_f_from_coro_f

@@ -112,8 +112,10 @@ async def test_learning_saves_fetches_and_loses_no_page(
     # benches/fuzz_learn.py); 1.86 with one request of each unchecked page,
     # up to 59 per rule (scrapy_dedup.learn.audit.draw): ?lang, /m/ and /amp
     # have 35-40 pages each here, 2 of them checked by the crawl, so the
-    # audit fetches all of them.
-    assert len(fetched) / len(real) <= 1.9
+    # audit fetches all of them. With more in flight, responses come back in
+    # another order each run, and more variants are fetched before a rule is
+    # decided: 1.81-1.90 on an idle machine, 2.06 while the suite runs.
+    assert len(fetched) / len(real) <= (1.9 if in_flight == 1 else 2.2)
     # 8 one at a time (/shop/kitchen/... first, then /shop/*/...); with more
     # in flight /shop/*/... may come first and cover kitchen too.
     assert learned.stats["dedup/learn/rules"] >= 7

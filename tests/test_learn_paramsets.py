@@ -147,7 +147,7 @@ async def test_a_shops_attribution_parameters_are_learned_as_one_rule(
 ) -> None:
     fresh_site.routes.update(shop_routes())
     start = fresh_site.url("/", host="shop.test")
-    without = await crawl(ShopSpider, ADDON, start_url=start)
+    without = await crawl(ShopSpider, {**ADDON, "DEDUP_LEARN": False}, start_url=start)
     plain_fetches = len(fresh_site.fetched())
     fresh_site.reset()
     settings = {**ADDON, "DEDUP_LEARN": True, "CONCURRENT_REQUESTS": in_flight}

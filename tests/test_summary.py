@@ -146,8 +146,8 @@ async def test_the_log_says_what_is_on_how_it_goes_and_what_it_saved(
     lines = [r.getMessage() for r in caplog.records if r.name == "scrapy_dedup.summary"]
     start = [line for line in lines if line.startswith("scrapy-dedup on:")]
     assert start == [
-        "scrapy-dedup on: rel=canonical, content dedup (exact + near minhash), URL dupefilter; "
-        "store: memory (this crawl only)"
+        "scrapy-dedup on: learned URL rules, rel=canonical, content dedup (exact + near "
+        "minhash), URL dupefilter; store: memory (this crawl only)"
     ]
     assert any(line.startswith("scrapy-dedup: filtered ") for line in lines)  # progress
     stats = result.stats
