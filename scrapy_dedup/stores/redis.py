@@ -253,6 +253,10 @@ class RedisStore(DedupStore):
         self._leased = False
         self._adopted: set[int] = set()
         self._owning: set[int] = set()  # rows of requests this worker fetches (own_row)
+        # The evidence log's record just before the position this worker read
+        # up to (see exchange_evidence), and that position.
+        self._evidence_tail: bytes | None = None
+        self._evidence_at = 0
         self.worker = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
         pool = getattr(client, "connection_pool", None)
         if pool is not None and pool.connection_kwargs.get("client_name") != self.worker:
@@ -606,16 +610,38 @@ class RedisStore(DedupStore):
         # One list: every worker reads it in the order Redis appended it.
         # Appending again after a lost reply only repeats records, which the
         # learner ignores (a page it already has, a declaration it knows).
+        # Positions are list indexes: a list that lost records (a manual DEL or
+        # LTRIM, a failover to a replica that missed the last writes) would make
+        # this worker skip what comes next at its old position. So each read
+        # also checks that the record before the position is still the one read
+        # there, and reads the whole log again if not (repeats change nothing).
         name = f"{self.base}:learn"
+        check = start > 0 and start == self._evidence_at and self._evidence_tail is not None
 
         def exchange(pipe: Any) -> None:
             if records:
                 pipe.rpush(name, *(r.encode("utf-8", "surrogatepass") for r in records))
+            if check:
+                pipe.lindex(name, start - 1)
             pipe.lrange(name, start, -1)
 
-        found = self._pipe("exchange learned-rule evidence", exchange)[-1]
+        answers = self._pipe("exchange learned-rule evidence", exchange)
+        found: list[bytes] = answers[-1]
+        if check and answers[-2] != self._evidence_tail:
+            logger.warning(
+                "The learned-rule evidence log %s at %s lost records this worker had "
+                "read (deleted, trimmed, or a failover to a replica that missed them): "
+                "reading it again from the start",
+                name,
+                self.uri,
+            )
+            found = self._pipe("read learned-rule evidence", lambda p: p.lrange(name, 0, -1))[-1]
+            start = 0
+        if found:
+            self._evidence_tail = found[-1]
+        self._evidence_at = start + len(found)
         # (A record another program wrote that is not UTF-8 is read, and skipped as unreadable.)
-        return [r.decode("utf-8", "replace") for r in found], start + len(found)
+        return [r.decode("utf-8", "replace") for r in found], self._evidence_at
 
     def _pending_names(self) -> list[str]:
         return [f"{self.base}:p:{byte:02x}" for byte in range(256)]

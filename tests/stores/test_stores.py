@@ -257,6 +257,41 @@ def test_racing_workers_read_one_evidence_log_in_one_order(
             store.close()
 
 
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
+def test_a_worker_reads_an_evidence_log_that_lost_records_again_from_the_start(
+    request: pytest.FixtureRequest, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Positions are list indexes: after the list lost records (a DEL, an
+    LTRIM, a failover to a replica that missed them) and grew again past the
+    old position, reading on from there would skip the new records."""
+    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    namespace = f"log-{uuid.uuid4().hex[:10]}"
+    store = open_store(url, namespace, prefix="scrapy-dedup-test")
+    client = store.client  # type: ignore[attr-defined]
+    name = f"scrapy-dedup-test:{namespace}:learn"
+    try:
+        found, at = store.exchange_evidence(["a", "b", "c"], 0)
+        assert (found, at) == (["a", "b", "c"], 3)
+        assert store.exchange_evidence([], at) == ([], 3)  # nothing new: nothing read
+        client.delete(name)  # ...then another worker appends four records
+        client.rpush(name, "w", "x", "y", "z")
+        with caplog.at_level("WARNING"):
+            found, at = store.exchange_evidence(["d"], at)
+        assert (found, at) == (["w", "x", "y", "z", "d"], 5)  # not ["z", "d"]
+        assert "lost records this worker had read" in caplog.text
+        client.ltrim(name, 0, 1)  # a failover that kept the first two...
+        client.rpush(name, "p", "q", "r", "s")  # ...and four new ones
+        found, at = store.exchange_evidence([], at)
+        assert (found, at) == (["w", "x", "p", "q", "r", "s"], 6)
+        caplog.clear()
+        with caplog.at_level("WARNING"):  # a log that only grew is read on
+            assert store.exchange_evidence(["t"], at) == (["t"], 7)
+        assert not caplog.text
+    finally:
+        store.clear()
+        store.close()
+
+
 def test_sqlite_keeps_the_evidence_log_for_the_next_run(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "d.db", "ns")
     assert store.exchange_evidence(["a", "b"], 0) == (["a", "b"], 2)
