@@ -267,13 +267,15 @@ class Learner:
             return self._hold(host, Held(request, url, scope, used[-1], first), key)
         found = self._open_candidate(host, parts, based, url)
         if found is None and not self.frozen:
+            proposed = len(host.rules)
             for other in variants(based, host.by_path.get(based.segments, []), host.seen, _key):
                 plain = _split(other)
                 if plain is not None:
                     for proposal in _explanations(plain, based):
                         if proposal not in host.rules and len(host.rules) < _RULES_PER_HOST:
                             self._new_rule(host, parts.host, proposal)
-            found = self._open_candidate(host, parts, based, url)
+            if len(host.rules) != proposed:  # else nothing new to find
+                found = self._open_candidate(host, parts, based, url)
         if found is None:
             self._note(host, url, based)
             return None
@@ -324,13 +326,18 @@ class Learner:
 
     def _note(self, host: _Host, url: str, based: _Parts) -> None:
         """``url`` is fetched or queued: the URL other requests can wait for."""
+        if host.seen.get(_key(based.url)) == url:
+            # Noted already: the dupefilter let it through, and now it leaves
+            # the queue (LearnedRulesMiddleware asks again).
+            return
         if len(host.passed) < SEEN:
             host.passed.append(url)
         self._index(host, url, based)
 
     @staticmethod
     def _index(host: _Host, url: str, based: _Parts, fetched: bool = False) -> None:
-        key = _key(based.url)
+        class_url = based.url
+        key = _key(class_url)
         if fetched:
             host.fetched.add(key)
         first = host.seen.get(key)
@@ -338,11 +345,11 @@ class Learner:
             if len(host.seen) >= SEEN:
                 return
             host.seen[key] = url
-        elif plainer(url, first):
+        elif url != first and plainer(url, first):
             host.seen[key] = url
         same = host.by_path.setdefault(based.segments, [])
-        if len(same) < PER_PATH and based.url not in same:
-            same.append(based.url)
+        if len(same) < PER_PATH and class_url not in same:
+            same.append(class_url)
 
     def _settle(self, host: _Host, parts: _Parts | None) -> None:
         """Decide what waits on a rule decided since (every waiting request
