@@ -115,19 +115,22 @@ class FeedCheckpoints:
 
     # -- what components call ----------------------------------------------
 
-    def after_feeds(self, record: Record, *, exported: int | None = None) -> None:
+    def after_feeds(self, record: Record, *, exported: int | None = None) -> bool:
         """Call ``record`` once every item scraped so far is durable in
         every feed (at once without feeds), or, with ``exported``, every item
-        scraped up to that :attr:`period` (at once if a checkpoint since did)."""
+        scraped up to that :attr:`period` (at once if a checkpoint since did).
+        Returns whether it was called at once."""
         if not self._opened:
             self._spider_opened()
         if not self.active or self._done or (exported is not None and exported < self._durable):
             record()
-        elif self._failed:
+            return True
+        if self._failed:
             self.stats.inc_value("dedup/feeds/unrecorded")
         else:
             self._new.append(record)
             self.stats.inc_value("dedup/feeds/held")
+        return False
 
     # -- finding the feeds ---------------------------------------------------
 

@@ -107,7 +107,8 @@ class DedupFrontierMiddleware:
         self.feeds = FeedCheckpoints.of(crawler)
         self._pages: dict[int, _Page] = {}  # id(response) -> its page
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
-        self._downloaded: set[int] = set()  # keys of restored requests this run downloaded
+        #: Restored requests this run downloaded: key -> earlier runs' tries.
+        self._downloaded: dict[int, int] = {}
         connect = crawler.signals.connect
         connect(self._request_out, signal=signals.request_scheduled)
         connect(self._request_out, signal=signals.request_dropped)
@@ -262,9 +263,10 @@ class DedupFrontierMiddleware:
         key = self.keys.of(request).key
         if key in self._downloaded:
             return
-        self._downloaded.add(key)
-        # One more later run downloaded it (the row says so from now on).
-        request.meta["dedup_attempts"] = int(request.meta.get("dedup_attempts", 0)) + 1
+        tries = self._downloaded[key] = int(request.meta.get("dedup_attempts", 0))
+        # One more later run downloaded it (the row says so from now on, until
+        # the page is processed: a run killed while it is counts the try).
+        request.meta["dedup_attempts"] = tries + 1
         self._rewrite(key, request)
 
     def _failed(self, response: Response) -> None:
@@ -327,9 +329,15 @@ class DedupFrontierMiddleware:
         if page.kept:
             # Its items must be on disk in the feeds first (scrapy_dedup.durable):
             # until then a kill -9 leaves it in the frontier.
-            self.feeds.after_feeds(
+            recorded = self.feeds.after_feeds(
                 lambda: self._record(request, page.key, keep), exported=page.exported
             )
+            tries = self._downloaded.get(page.key)
+            if not recorded and tries is not None:
+                # This try did not fail: a kill -9 while the record waits for
+                # the feeds (a gzip or S3 feed waits for the end of the run, a
+                # batch until it is full) must not use up DEDUP_FRONTIER_RETRIES.
+                self._rewrite(page.key, request, dedup_attempts=tries)
         else:
             self._record(request, page.key, keep)
 

@@ -365,6 +365,36 @@ def test_a_feed_stored_when_it_closes_leaves_the_killed_runs_pages_to_the_next(
     assert set(names) == set(content.values()), (sorted(set(content.values()) - set(names)), log)
 
 
+def test_runs_killed_before_their_feed_was_stored_do_not_use_up_the_retries(
+    news: tuple[Site, dict[str, str]], tmp_path: Path
+) -> None:
+    """A page fetched and processed whose record waits for its feed (a gzip
+    feed, stored only when it closes; a batch not full yet; a checkpoint) did
+    not fail: a kill -9 then must not count as one of its DEDUP_FRONTIER_RETRIES.
+    Killed four times (more than the 3 retries), the next run still fetches
+    every page the killed runs fetched, and its feed has them all."""
+    site, content = news
+    project = _project(tmp_path)
+    start = site.url("/", host="127.0.0.1")
+
+    def gzip_feed(run: int) -> str:
+        options = {"format": "jsonlines", "postprocessing": [GZIP]}
+        return "FEEDS=" + json.dumps({f"run{run}.jsonl.gz": options})
+
+    runs = 5
+    for run in range(1, runs):
+        site.reset()
+        _kill_after(_scrapy_crawl(project, start, "-s", gzip_feed(run)), site, 12)
+    site.reset()
+    last = _scrapy_crawl(project, start, "-s", gzip_feed(runs))
+    log, _ = last.communicate(timeout=180)
+    assert last.returncode == 0, log
+    assert "dedup/frontier/restored" in log and "dedup/frontier/given_up" not in log, log
+    data = _gunzip_what_is_there(project / f"run{runs}.jsonl.gz")
+    names = {content[_path(json.loads(line)["url"])] for line in data.split(b"\n")[:-1]}
+    assert names == set(content.values()), (sorted(set(content.values()) - names), log)
+
+
 @deferred_f_from_coro_f
 async def test_every_format_is_written_whole_through_the_checkpoints(
     news: tuple[Site, dict[str, str]], tmp_path: Path
