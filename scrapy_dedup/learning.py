@@ -83,25 +83,27 @@ def kept_earlier(store: Any, keys: Any, url: str) -> bool:
     return info is not None and bool(info & PREVIOUS_RUN) and not store.expired(key)
 
 
-def read_record(text: str) -> tuple[str, Any, str, int, Any, Any] | None:
+def read_record(text: str) -> tuple[str, Any, str, int, Any, Any, str | None] | None:
     """One record of the store's evidence log: ``("o", worker, canonical URL,
-    text digest, text length, links within)`` for a fetched page (whether it
-    has no link the page that declared it canonical lacks, as its worker
-    found; None when nothing declared it there), ``("c", worker, target,
-    digest, page, links filter)`` for a rel=canonical declaration (the filter
-    None in records of earlier versions), ``("?", ...)`` for a kind a newer
-    version writes; ``None`` when it cannot be read."""
+    text digest, text length, links within, None)`` for a fetched page
+    (whether it has no link the page that declared it canonical lacks, as its
+    worker found; None when nothing declared it there), ``("c", worker,
+    target, digest, page, links filter, skipped)`` for a rel=canonical
+    declaration (the filter None in records of earlier versions; skipped: the
+    URL not fetched because the host was trusted, else None), ``("?", ...)``
+    for a kind a newer version writes; ``None`` when it cannot be read."""
     try:
         record = json.loads(text)
         kind, worker = record[0], record[1]
         extra = record[5] if len(record) > 5 else None
         if kind == "o":
             within = None if extra is None else bool(extra)
-            return "o", worker, str(record[2]), int(record[3]), int(record[4]), within
+            return "o", worker, str(record[2]), int(record[3]), int(record[4]), within, None
         if kind == "c":
             bits = None if extra is None else int(str(extra), 16)
-            return "c", worker, str(record[2]), int(record[3]), str(record[4]), bits
-        return "?", worker, "", 0, None, None
+            skipped = str(record[6] or record[2]) if len(record) > 6 else None
+            return "c", worker, str(record[2]), int(record[3]), str(record[4]), bits, skipped
+        return "?", worker, "", 0, None, None, None
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None
 
@@ -211,7 +213,7 @@ class LearnedRules:
             if record is None:
                 self._stats.inc("dedup/learn/evidence/unreadable")
                 continue
-            kind, worker, url, digest, extra, links = record
+            kind, worker, url, digest, extra, links, skipped = record
             if kind == "o":
                 if worker != self._worker:
                     self._others += 1
@@ -219,6 +221,11 @@ class LearnedRules:
                 targets += self.trust.observe(url, digest, links)
             elif kind == "c" and worker != self._worker:  # own ones applied when made
                 self.trust.record(url, digest, str(extra), links)
+                if skipped is not None and earlier:
+                    # No later link to it is fetched (the store has it seen):
+                    # fetched after all if this run stops trusting its host.
+                    self.trust.trust.skipped_earlier(url, skipped)
+        targets += self.trust.fetch_due()
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
             self._fetch_again(released, "the learned rule that skipped it failed")
@@ -250,13 +257,22 @@ class LearnedRules:
         """``(digest, length)`` of a response's visible text, computed once."""
         return self.trust.digest(response)
 
-    def _declared(self, target: str, digest: int, page: str, links: int | None) -> None:
+    def _declared(
+        self, target: str, digest: int, page: str, links: int | None, skipped: str | None
+    ) -> None:
         """A rel=canonical declaration checked here: for the other workers
-        and later runs (``CanonicalTrust.record``)."""
+        and later runs (``CanonicalTrust.record``). One that skips its target
+        (``skipped``: the URL not fetched) is in the store's log before the
+        target is marked seen there, so a later run that stops trusting the
+        host knows to fetch it, whenever this process is killed."""
         record: list[Any] = ["c", self._worker, target, digest, page]
-        if links is not None:
-            record.append(f"{links:x}")
+        if links is not None or skipped is not None:
+            record.append(None if links is None else f"{links:x}")
+        if skipped is not None:
+            record.append("" if skipped == target else skipped)
         self._outbox.append(json.dumps(record, separators=(",", ":")))
+        if skipped is not None:
+            self._exchange()
 
     def response_received(self, response: Response, request: Request) -> None:
         """A fetched page is evidence for (or against) learned rules."""

@@ -88,7 +88,8 @@ class CanonicalTrustCheck:
         #: Called with (target, digest, page, links filter) for each
         #: declaration checked: ``DEDUP_LEARN`` appends it to the store's
         #: evidence log.
-        self.on_declare: Callable[[str, int, str, int | None], None] | None = None
+        #: The last argument is the URL skipped on trust (None: it is fetched).
+        self.on_declare: Callable[[str, int, str, int | None, str | None], None] | None = None
         # With DEDUP_LEARN, fetched pages reach observe() through the
         # evidence log (LearnedRules), in the log's order.
         self._observed_by_log = config.learn
@@ -164,7 +165,7 @@ class CanonicalTrustCheck:
         bits = None if links is None else links_filter({*links, response.url, target})
         trusted = self.trust.declare(target_key, found[0], page, target, bits)
         if self.on_declare is not None:
-            self.on_declare(target_key, found[0], page, bits)
+            self.on_declare(target_key, found[0], page, bits, target if trusted else None)
         return trusted
 
     def record(self, target: str, digest: int, page: str, links: int | None = None) -> None:
@@ -184,6 +185,22 @@ class CanonicalTrustCheck:
                 self.crawler,
                 [Request(target, callback=callback) for target in targets],
                 "its host's rel=canonical declarations are not trusted any more",
+                debug=self.debug,
+            )
+        return len(targets)
+
+    def fetch_due(self) -> int:
+        """Fetch the targets earlier runs skipped on a trust that has ended
+        since (:meth:`CanonicalTrust.take_due`); how many."""
+        targets = self.trust.take_due()
+        if targets:
+            self._stats.inc("dedup/canonical/refetched", len(targets))
+            callback = getattr(self.crawler.spider, "parse", None)
+            fetch_again(
+                self.crawler,
+                [Request(target, callback=callback) for target in targets],
+                "an earlier run skipped it on its host's rel=canonical declarations, "
+                "which are not trusted any more",
                 debug=self.debug,
             )
         return len(targets)

@@ -62,3 +62,25 @@ def test_page_links_resolve_and_drop_fragments() -> None:
         "https://shop.test/dir/b.html",
         "https://other.test/?q=1&r=2",
     }
+
+
+def test_what_an_earlier_run_skipped_is_due_when_the_trust_ends_unless_it_was_fetched() -> None:
+    trust = CanonicalTrust(min_support=3, sample=0.0)
+    for n in range(3):
+        _verify(trust, n, NAV, NAV)
+    # Replayed from the store's log: an earlier run skipped /p/20-/p/22 on
+    # trust; /p/22 was fetched all the same later (a fetch of it is known).
+    for n in (20, 21, 22):
+        trust.skipped_earlier(f"https://shop.test/p/{n}", f"https://shop.test/p/{n}?ref=a")
+    trust.observe("https://shop.test/p/22", 5)
+    assert trust.take_due() == []  # trusted still: nothing is due
+    # This run skips /p/8 on trust; fetched all the same, it has another
+    # text: the trust ends, and observe() gives back this run's own skips.
+    assert trust.declare("https://shop.test/p/8", 108, "https://shop.test/p/8/print", links=0)
+    assert trust.observe("https://shop.test/p/8", 999, False) == ["https://shop.test/p/8"]
+    # An earlier skip read after the trust ended is due as well; a fetch of
+    # /p/21 before it is taken means it is not owed any more.
+    trust.skipped_earlier("https://shop.test/p/30", "https://shop.test/p/30")
+    trust.observe("https://shop.test/p/21", 5)
+    assert trust.take_due() == ["https://shop.test/p/20?ref=a", "https://shop.test/p/30"]
+    assert trust.take_due() == []

@@ -373,3 +373,81 @@ def test_kill_9_while_declarations_are_trusted_loses_nothing(
     articles = {fresh_site.url(f"/a/{n}", host="127.0.0.1") for n in range(40)}
     assert articles <= set(filed), sorted(articles - set(filed))
     assert set(filed) - articles == {start}  # nothing filed under a view's URL
+
+
+def _teaser_routes(articles: int, right: int) -> dict[str, Any]:
+    """:func:`view_routes`, but from article ``right`` on the clean page is the
+    whole story and its views (which declare it canonical) show only the
+    teaser: declarations that are wrong, found only by fetching a clean page."""
+    from tests.text.neardup_corpus import documents
+
+    texts = documents(min_words=60, max_words=120, seed=31)[: 2 * articles]
+    routes = view_routes(articles)
+    for n in range(right, articles):
+        story = f"{texts[n]} {texts[articles + n]}"
+        teaser = routes[f"/a/{n}"]  # with a query: the tracking landing page, a view
+
+        def clean(q: str, n: int = n, story: str = story, teaser: Any = teaser) -> Any:
+            return teaser(q) if q else article(f"Article {n}", story, f"/a/{n}/amp")
+
+        routes[f"/a/{n}"] = clean
+    return routes
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+@deferred_f_from_coro_f
+async def test_a_later_run_that_stops_trusting_a_host_fetches_what_earlier_runs_skipped(
+    fresh_site: Site, tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    # Articles 0-2 declare their clean pages rightly; from article 3 on the
+    # views are teasers declaring the whole story as canonical. The first run
+    # trusts the host after articles 0-2 and (sampling nothing, the unlucky
+    # draw of DEDUP_CANONICAL_TRUST_SAMPLE) skips the stories of the next
+    # articles. The second run checks the declarations, finds another text and
+    # stops trusting the host: the stories the first run skipped must be
+    # fetched then, or they are lost for good (nothing links them again).
+    fresh_site.routes.update(_teaser_routes(12, right=3))
+    if store == "redis":
+        stored = {
+            "DEDUP_STORE": request.getfixturevalue("redis_url"),
+            "DEDUP_REDIS_PREFIX": request.getfixturevalue("redis_prefix"),
+        }
+    else:
+        stored = {"DEDUP_STORE": f"sqlite:///{tmp_path}/dedup.db"}
+    settings = {
+        **ADDON,
+        **stored,
+        "CONCURRENT_REQUESTS": 1,
+        # Breadth first: each article's views, then its clean page.
+        "DEPTH_PRIORITY": 1,
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
+    }
+    first = await crawl(
+        ArticleSpider,
+        {**settings, "CLOSESPIDER_PAGECOUNT": 25, "DEDUP_CANONICAL_TRUST_SAMPLE": 0.0},
+        start=fresh_site.url("/"),
+    )
+    assert first.stats["finish_reason"] == "closespider_pagecount"
+    skipped = {f"/a/{n}" for n in range(3, 12)} - set(fresh_site.fetched())
+    assert first.stats["dedup/canonical/trusted"] >= 2, first.stats  # stories skipped on trust
+    assert len(skipped) >= 2, fresh_site.fetched()
+    assert "dedup/canonical/revoked" not in first.stats
+    fresh_site.reset()
+    # The second run checks every declaration (the draw that finds a teaser).
+    second = await crawl(
+        ArticleSpider, {**settings, "DEDUP_CANONICAL_TRUST_SAMPLE": 1.0}, start=fresh_site.url("/")
+    )
+    assert second.stats["finish_reason"] == "finished"
+    assert second.stats["dedup/canonical/revoked"] == 1
+    assert second.stats["dedup/canonical/refetched"] >= 2  # (views declare a story each)
+    assert skipped <= set(fresh_site.fetched()), sorted(skipped - set(fresh_site.fetched()))
+    # Every story is in an item, under its clean URL.
+    items = first.items + second.items
+    routes = _teaser_routes(12, right=3)
+    for n in range(12):
+        story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
+        filed = [
+            " ".join(i["text"].split()) for i in items if i["url"] == fresh_site.url(f"/a/{n}")
+        ]
+        assert any(text.endswith(story) for text in filed), n

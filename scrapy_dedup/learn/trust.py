@@ -24,6 +24,9 @@ class _Trust:
     # filter of its links: evidence.links_filter; None when not known)
     declared: dict[int, tuple[int, str, int | None]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # targets not fetched on trust
+    # Targets earlier runs (or a worker's earlier life) skipped on trust and
+    # no fetch of them is known: key -> URL to fetch should the trust end.
+    owed: dict[int, str] = field(default_factory=dict)
     credit: float = 1.0
 
 
@@ -36,7 +39,9 @@ class CanonicalTrust:
     the declared page would lose what only it links to).
     One in ``1 / sample`` declared targets is still left to be fetched, to
     check. ``observe`` returns the targets skipped on trust when a host's
-    trust is revoked, to fetch them after all."""
+    trust is revoked, to fetch them after all; those an earlier run skipped
+    (:meth:`skipped_earlier`) are in :meth:`take_due` then, unless a fetch
+    of them turns up."""
 
     def __init__(
         self,
@@ -49,6 +54,8 @@ class CanonicalTrust:
         self.sample = sample
         self.inc: Callable[[str, int], None] = inc or _ignore
         self.hosts: dict[str, _Trust] = {}
+        # Targets an earlier run skipped on a trust that ended since: key -> URL.
+        self._due: dict[int, str] = {}
 
     def declare(
         self, target: str, digest: int, page: str, fetch: str = "", links: int | None = None
@@ -81,6 +88,26 @@ class CanonicalTrust:
             trust.declared.setdefault(_key(target), (digest, page, links))
         return trust
 
+    def skipped_earlier(self, target: str, fetch: str) -> None:
+        """An earlier run (or another worker's earlier life) skipped ``target``
+        (canonical form; ``fetch``: the URL to fetch) on its host's trust:
+        fetched after all should that trust end (here, or before this was
+        read), since no later link to it is fetched (the store has it seen)."""
+        parts = _split(target)
+        if parts is None:
+            return
+        trust = self.hosts.setdefault(parts.host, _Trust())
+        if trust.revoked:
+            self._due[_key(target)] = fetch
+        else:
+            trust.owed[_key(target)] = fetch
+
+    def take_due(self) -> list[str]:
+        """The targets earlier runs skipped on a trust that has ended since and
+        that no fetch of is known: to fetch now (each once)."""
+        due, self._due = list(self._due.values()), {}
+        return due
+
     def expects(self, url: str) -> bool:
         """Whether pages declared ``url`` (canonical form) canonical and their
         texts wait for its text: only then need :meth:`observe` be told."""
@@ -108,9 +135,16 @@ class CanonicalTrust:
         The targets to fetch after all when that revokes its host's trust."""
         parts = _split(url)
         trust = self.hosts.get(parts.host) if parts is not None else None
-        if trust is None or trust.revoked:
+        key = _key(url)
+        if self._due:
+            self._due.pop(key, None)  # fetched after all: not owed any more
+        if trust is None:
             return []
-        declared = trust.declared.pop(_key(url), None)
+        if trust.owed:
+            trust.owed.pop(key, None)
+        if trust.revoked:
+            return []
+        declared = trust.declared.pop(key, None)
         if declared is None:
             return []
         if declared[0] == digest and links_within:
@@ -129,6 +163,8 @@ class CanonicalTrust:
             "has another text" if declared[0] != digest else "links to pages it does not",
         )
         skipped, trust.skipped = trust.skipped, []
+        self._due.update(trust.owed)
+        trust.owed = {}
         trust.declared.clear()
         return skipped
 
