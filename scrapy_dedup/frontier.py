@@ -109,6 +109,7 @@ class DedupFrontierMiddleware:
         self._requests: dict[int, tuple[Request, _Page]] = {}  # id(request) -> its page
         #: Restored requests this run downloaded: key -> earlier runs' tries.
         self._downloaded: dict[int, int] = {}
+        self._taken_back: set[int] = set()  # of those: processed, the try not counted
         connect = crawler.signals.connect
         connect(self._request_out, signal=signals.request_scheduled)
         connect(self._request_out, signal=signals.request_dropped)
@@ -236,6 +237,8 @@ class DedupFrontierMiddleware:
         # An error answer the spider did not handle (HttpErrorMiddleware turned
         # it into nothing): not done, a later run fetches it again.
         page.failed = not page.yielded and not 200 <= response.status < 300
+        if not page.failed and page.outstanding > 0:
+            self._take_back_try(page)  # its items may wait (a rel=canonical hold)
         self._maybe_settle(page)
 
     def _request_out(self, request: Request) -> None:
@@ -332,14 +335,20 @@ class DedupFrontierMiddleware:
             recorded = self.feeds.after_feeds(
                 lambda: self._record(request, page.key, keep), exported=page.exported
             )
-            tries = self._downloaded.get(page.key)
-            if not recorded and tries is not None:
-                # This try did not fail: a kill -9 while the record waits for
-                # the feeds (a gzip or S3 feed waits for the end of the run, a
-                # batch until it is full) must not use up DEDUP_FRONTIER_RETRIES.
-                self._rewrite(page.key, request, dedup_attempts=tries)
+            if not recorded:
+                self._take_back_try(page)
         else:
             self._record(request, page.key, keep)
+
+    def _take_back_try(self, page: _Page) -> None:
+        """The page's callback ran without an error, and its record waits (for
+        its items in the pipelines, for the feeds: a gzip or S3 feed waits for
+        the end of the run, a batch until it is full): a kill -9 meanwhile
+        must not use up one of its DEDUP_FRONTIER_RETRIES."""
+        tries = self._downloaded.get(page.key)
+        if tries is not None and page.key not in self._taken_back:
+            self._taken_back.add(page.key)
+            self._rewrite(page.key, page.response.request, dedup_attempts=tries)
 
     def _record(self, request: Request, key: int, keep: bool) -> None:
         """The page is done: kept for later runs (``keep``), off the frontier."""
@@ -432,5 +441,6 @@ class DedupFrontierMiddleware:
         self._pages.clear()
         self._requests.clear()
         self._downloaded.clear()
+        self._taken_back.clear()
         self.store.end_run()
         self.state.detach()
