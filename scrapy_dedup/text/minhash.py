@@ -86,6 +86,27 @@ def _probe_table(bins: int, salt: int, start: int = 0) -> npt.NDArray[np.intp]:
     return table
 
 
+_LATER: dict[tuple[int, int, int], npt.NDArray[np.intp]] = {}
+_LATER_KEPT = 8  # rounds kept per table
+
+
+def _later_probes(bins: int, salt: int, start: int) -> npt.NDArray[np.intp]:
+    """:func:`_probe_table` of a later round, kept for the first rounds: a
+    text of 60 words fills about one fine bin in nine, so a few of its empty
+    bins need a second round, and computing that table (~150 us) was a fifth
+    of such a text's ``process_item``. At most 2 x 8 tables of at most 128
+    KiB; the rounds after those (texts of a few words) are computed each
+    time, with the same values."""
+    key = (bins, salt, start)
+    table = _LATER.get(key)
+    if table is None:
+        table = _probe_table(bins, salt, start)
+        if start <= _LATER_KEPT:
+            table.flags.writeable = False
+            _LATER[key] = table
+    return table
+
+
 _FINE_PROBES = _probe_table(SKETCH_BINS, 0x11)
 _COARSE_PROBES = _probe_table(NUM_VALUES, 0x22)
 
@@ -96,7 +117,7 @@ def _densify(values: np.ndarray, filled: np.ndarray, probes: np.ndarray, salt: i
     empty = np.flatnonzero(~filled)
     rounds = 0
     while len(empty):
-        table = probes if rounds == 0 else _probe_table(len(filled), salt, rounds)
+        table = probes if rounds == 0 else _later_probes(len(filled), salt, rounds)
         candidates = table[empty]
         hit = filled[candidates]
         found = hit.any(axis=1)
