@@ -47,6 +47,9 @@ class DigestMap:
         self._urls = StringList()
         self._gone: set[int] = set()  # positions deleted
         self._more: dict[bytes, str] = {}
+        # The position of the URL the last setdefault() recorded in the
+        # arrays (None after one it recorded in the dict, or none at all).
+        self.last_position: int | None = None
 
     def _position(self, digest: bytes) -> int | None:
         position = self._heads.get(int.from_bytes(digest[:8], "little"))
@@ -79,13 +82,20 @@ class DigestMap:
             if found is None:
                 self._urls.append(url)
                 self._tails.append(tail)
+                self.last_position = position
                 return None
             if self._tails[found] == tail and (not self._gone or found not in self._gone):
                 return self._urls[found]
         first = self._more.get(digest)
         if first is None:
             self._more[digest] = url
+            self.last_position = None
         return first
+
+    def url_at(self, position: int) -> str:
+        """The URL recorded at ``position`` (a :attr:`last_position`), even
+        if its digest was deleted or set again since: URLs are never removed."""
+        return self._urls[position]
 
     def __contains__(self, digest: bytes) -> bool:
         return self.get(digest) is not None

@@ -18,11 +18,19 @@ __all__ = ["MemoryStore"]
 class MemoryStore(DedupStore):
     """In-process state, gone when the process ends."""
 
+    # The near index names the exact digests' copy of a kept URL rather than
+    # a second one of its own (about 50 bytes a kept text).
+    _shares_urls = True
+
     def __init__(self) -> None:
         self._urls = CompactMap()
         # Text digests -> URL, in arrays (a dict costs about 170 bytes a text).
         self._content = DigestMap()
         self._near: dict[str, tuple[NearIndex, StringList]] = {}
+        # The URL add_content() just recorded and its position there: the
+        # near index names that position instead of storing the URL again
+        # (the pipeline adds a kept text's digest, then its fingerprint).
+        self._last_kept: tuple[str, int] | None = None
         self._filed: dict[int, list[bytes]] = {}
         self._claims = CompactMap()
 
@@ -49,25 +57,39 @@ class MemoryStore(DedupStore):
         return self._content.get(digest)
 
     def add_content(self, digest: bytes, url: str) -> str | None:
-        return self._content.setdefault(digest, url)
+        first = self._content.setdefault(digest, url)
+        if first is None:
+            position = self._content.last_position
+            self._last_kept = None if position is None else (url, position)
+        return first
 
     def match_near(self, method: NearMethod, fingerprint: Any) -> tuple[str, Any] | None:
         index, urls = self._near_state(method)
         matches = index.query(fingerprint)
         if matches:
             doc, score = matches[0]
-            return urls[doc], score
+            if not self._shares_urls:
+                return urls[doc], score
+            return (self._content.url_at(doc) if doc >= 0 else urls[~doc]), score
         return None
 
     def add_near(self, method: NearMethod, fingerprint: Any, url: str) -> None:
+        """Doc ids: a position of the exact digests' URLs (the URL the last
+        kept text was recorded under), else ``~position`` in the index's own
+        (without ``_shares_urls``: always the position in its own)."""
         index, urls = self._near_state(method)
-        index.add(fingerprint, len(urls))
-        urls.append(url)
+        last = self._last_kept
+        if not self._shares_urls:
+            index.add(fingerprint, urls.append(url))
+        elif last is not None and last[0] == url:
+            index.add(fingerprint, last[1])
+        else:
+            index.add(fingerprint, ~urls.append(url))
 
     def _near_state(self, method: NearMethod) -> tuple[NearIndex, StringList]:
         state = self._near.get(method.name)
         if state is None:
-            # URLs as bytes in blocks: 8 bytes each beside their characters.
+            # URLs not among the exact digests' (rare), as bytes in blocks.
             state = self._near[method.name] = (method.new_index(), StringList())
         return state
 
@@ -89,5 +111,6 @@ class MemoryStore(DedupStore):
         if not urls_only:
             self._claims.clear()
             self._content.clear()
+            self._last_kept = None
             self._near.clear()
             self._filed.clear()

@@ -209,6 +209,10 @@ class SqliteStore(MemoryStore):
     backoff, not one per record.
     """
 
+    # Its saved near index (a cache of the table) needs doc ids that are the
+    # rows of its own URL list.
+    _shares_urls = False
+
     def __init__(
         self,
         path: str | os.PathLike[str],

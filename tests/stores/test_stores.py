@@ -120,6 +120,33 @@ def test_near_duplicates_name_the_kept_url(make_store: StoreFactory, method: Nea
     assert again is not None and again[0] == "https://a.test/kept"
 
 
+def test_near_duplicates_name_their_kept_url_when_texts_and_fingerprints_interleave(
+    make_store: StoreFactory,
+) -> None:
+    """As the pipeline keeps items: a text's digest, then its fingerprint under
+    the same URL; but some texts have no fingerprint, and some fingerprints
+    come without a digest (another URL, a written-back outage). The memory
+    store names the digests' copy of a URL instead of storing it twice; every
+    match must still name the URL its text was kept under."""
+    method = MinHashMethod()
+    pairs = [p for p in labelled_pairs(per_kind=20) if p.kind == "word_swap_0.5pct"][:12]
+    store = make_store()
+    kept = {}
+    for n, pair in enumerate(pairs):
+        url = f"https://a.test/kept/{n}"
+        kept[pair.b] = url
+        if n % 3 != 2:
+            assert store.add_content(bytes([n]) * 16, url) is None
+        if n % 4 == 1:  # a text without a fingerprint: the positions part ways
+            assert store.add_content(bytes([100 + n]) * 16, f"https://a.test/short/{n}") is None
+        fingerprinted = url if n % 5 != 4 else f"https://a.test/alias/{n}"
+        kept[pair.b] = fingerprinted
+        store.add_near(method, method.fingerprint(pair.a), fingerprinted)
+    for pair in pairs:
+        found = make_store().match_near(method, method.fingerprint(pair.b))
+        assert found is not None and found[0] == kept[pair.b]
+
+
 def test_filed_fingerprints_are_kept_in_order_up_to_a_limit(make_store: StoreFactory) -> None:
     store = make_store()
     method = MinHashMethod()
