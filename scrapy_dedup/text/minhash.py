@@ -423,18 +423,30 @@ class _Shard:
         self.lo, self.hi = lo, hi
         self.buffer: dict[int, Any] = {}
         self.limit = limit
+        self.mask = 0
+        self.bits = bytearray()
         self.install(entries)
 
-    def install(self, entries: np.ndarray) -> None:
+    def install(self, entries: np.ndarray, added: np.ndarray | None = None) -> None:
+        """Hold ``entries``; ``added``: the ones new since the last install,
+        whose bits alone are set while the bitmap keeps its size."""
         self.entries = entries
         self.view = entries.data
         size = 8
         while size < 8 * len(entries):
             size <<= 1
+        if added is not None and size == self.mask + 1:
+            bits = (added >> np.uint64(32)) & np.uint64(self.mask)
+            np.bitwise_or.at(
+                np.frombuffer(self.bits, dtype=np.uint8),
+                (bits >> np.uint64(3)).astype(np.intp),
+                np.left_shift(1, (bits & np.uint64(7)).astype(np.uint8)).astype(np.uint8),
+            )
+            return
         self.mask = size - 1
         seen = np.zeros(size, dtype=bool)
         seen[(entries >> np.uint64(32)) & np.uint64(size - 1)] = True
-        self.bits = np.packbits(seen, bitorder="little").tobytes()
+        self.bits = bytearray(np.packbits(seen, bitorder="little").tobytes())
 
 
 class MinHashLSH:
@@ -443,7 +455,7 @@ class MinHashLSH:
 
     Band entries are sorted uint64 arrays of ``(top 32 bits of the key) << 32
     | row``, cut into shards by the top bits of the key, each with a small dict
-    buffer merged in once it reaches a sixteenth of the shard (CompactMap's
+    buffer merged in once it reaches a 64th of the shard (CompactMap's
     shape): a merge touches one shard of at most about ``_SPLIT`` entries,
     whatever the size of the index, so no call waits for the whole index to be
     rewritten. Two keys are one when their top 32 bits are (a collision only
@@ -455,7 +467,8 @@ class MinHashLSH:
     same fingerprint reuses what the query found.
     """
 
-    _MIN_BUFFER = 256
+    _MIN_BUFFER = 64
+    _BUFFER_SHIFT = 6  # a buffer of a 64th of its shard
     _SPLIT = 16384
 
     def __init__(
@@ -787,14 +800,14 @@ class MinHashLSH:
         if len(entries) > self._SPLIT and shard.hi - shard.lo > 1:
             self._build(shard.lo, shard.hi, entries, depth=1)
         else:
-            shard.install(entries)
-            shard.limit = max(self._MIN_BUFFER, len(entries) >> 4)
+            shard.install(entries, added)
+            shard.limit = max(self._MIN_BUFFER, len(entries) >> self._BUFFER_SHIFT)
 
     def _build(self, lo: int, hi: int, entries: np.ndarray, depth: int = _SLOT_BITS) -> None:
         """Install the sorted ``entries`` of slots ``lo`` to ``hi - 1`` as
         shards: cut in halves while above ``_SPLIT`` entries."""
         if depth == 0 or hi - lo == 1 or len(entries) <= self._SPLIT:
-            limit = max(self._MIN_BUFFER, len(entries) >> 4)
+            limit = max(self._MIN_BUFFER, len(entries) >> self._BUFFER_SHIFT)
             shard = _Shard(lo, hi, entries.copy(), limit)
             self._slots[lo:hi] = [shard] * (hi - lo)
             return
