@@ -25,6 +25,7 @@ _COMPONENTS = (
     ("SPIDER_MIDDLEWARES", "scrapy_dedup.DedupFrontierMiddleware", 10),
 )
 _FEED_STORAGE = "scrapy_dedup.durable.DurableFileFeedStorage"
+_SCHEDULER = "scrapy_dedup.scheduler.DedupScheduler"
 # Settings that may hold a password: shown redacted in Scrapy's log.
 _SECRET_SETTINGS = ("DEDUP_STORE", "REDIS_URL")
 
@@ -44,7 +45,10 @@ class DedupAddon:
     dupefilter, the rel=canonical middleware (575), the learned-rules
     middleware (60; it only acts with ``DEDUP_LEARN``), the content pipeline
     (350) and the frontier spider middleware (10; it only acts with an SQLite
-    store), each unless the project already lists it. A ``DUPEFILTER_CLASS``
+    store), each unless the project already lists it, and Scrapy's own
+    ``SCHEDULER`` becomes :class:`~scrapy_dedup.scheduler.DedupScheduler` (the
+    same, telling the dupefilter of ``dont_filter`` requests without a signal
+    receiver; any other scheduler is left as it is). A ``DUPEFILTER_CLASS``
     the project set explicitly wins (said at INFO). Local feed files (``-o``)
     are written by :class:`~scrapy_dedup.durable.DurableFileFeedStorage`,
     unless the project names its own ``FEED_STORAGES`` for them. With
@@ -77,6 +81,10 @@ class DedupAddon:
             )
         for setting, path, order in _COMPONENTS:
             _setdefault_component(settings, setting, path, order)
+        if _is_scrapys_scheduler(settings.get("SCHEDULER")):
+            # The same scheduler, which also tells the dupefilter of its
+            # dont_filter requests (no signal receiver for every request).
+            settings.set("SCHEDULER", _SCHEDULER, priority=settings.getpriority("SCHEDULER") or 0)
         # Local feed files (-o) written at the frontier's checkpoints only,
         # unless the project has storages of its own.
         storages = dict(settings.getdict("FEED_STORAGES"))
@@ -99,6 +107,16 @@ def _setdefault_component(settings: Any, name: str, path: str, order: int) -> No
             continue  # Scrapy reports it when it builds the components
     components[path] = order
     settings.set(name, components, settings.getpriority(name) or 0)
+
+
+def _is_scrapys_scheduler(scheduler: Any) -> bool:
+    """Whether ``scheduler`` is Scrapy's own ``Scheduler`` class (not a subclass)."""
+    from scrapy.core.scheduler import Scheduler
+
+    try:
+        return (load_object(scheduler) if isinstance(scheduler, str) else scheduler) is Scheduler
+    except (ImportError, NameError, ValueError):
+        return False
 
 
 def _is_ours(dupefilter: Any) -> bool:

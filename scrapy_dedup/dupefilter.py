@@ -16,6 +16,7 @@ from scrapy_dedup.config import dedup_enabled
 from scrapy_dedup.keys import PREVIOUS_RUN, RequestKey, merge_reasons, url_info
 from scrapy_dedup.learn import Held, Skip
 from scrapy_dedup.learning import describe, learned_rules
+from scrapy_dedup.scheduler import tells_unfiltered
 from scrapy_dedup.serialize import request_to_json
 from scrapy_dedup.state import CrawlState
 from scrapy_dedup.stores.compact import CompactMap
@@ -136,7 +137,10 @@ class CanonicalDupeFilter(BaseDupeFilter):
         self._redirected: set[int] = set()
         self._stats = StatsBuffer(crawler.stats)
         self._inc_value = crawler.stats.inc_value  # looked up once, not per request
-        crawler.signals.connect(self._request_scheduled, signal=signals.request_scheduled)
+        if not tells_unfiltered(crawler.settings):
+            # DedupScheduler calls record_unfiltered itself, without a receiver
+            # on a signal sent for every request.
+            crawler.signals.connect(self.record_unfiltered, signal=signals.request_scheduled)
         crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
         # scrapy-redis's Scheduler never calls close(): flush before the stats dump.
         crawler.signals.connect(self._stats.stop, signal=signals.spider_closed)
@@ -347,9 +351,10 @@ class CanonicalDupeFilter(BaseDupeFilter):
                 {"request": request, "why": _why(reasons)},
             )
 
-    def _request_scheduled(self, request: Request) -> None:
-        # The scheduler never asks about dont_filter requests; record them so a
-        # later link to a start URL or a retried page is not fetched again.
+    def record_unfiltered(self, request: Request) -> None:
+        """Record ``request`` if it is sent with ``dont_filter``: the
+        scheduler never asks about those, and a later link to a start URL or a
+        retried page should not be fetched again."""
         if request.dont_filter:
             self._record(request)
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from scrapy import Request
+from scrapy.core.scheduler import Scheduler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_f_from_coro_f
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
 from scrapy_dedup import CanonicalDupeFilter
-from tests.conftest import crawl
+from tests.conftest import LinkSpider, crawl
 from tests.site import Site, page, redirect, url_stage_routes
 
 DEDUP = {"DUPEFILTER_CLASS": "scrapy_dedup.CanonicalDupeFilter"}
@@ -367,3 +370,129 @@ def test_the_plain_key_groups_requests_as_scrapys_own_fingerprint_does() -> None
     assert len(by_scrapy) > 5_000
     assert [keys for keys in by_scrapy.values() if len(keys) > 1] == []
     assert [fps for fps in by_ours.values() if len(fps) > 1] == []
+
+
+class _RetakeSpider(LinkSpider):
+    """Follows links; ``/a`` also asks for ``/b`` again with ``dont_filter``
+    (as a spider re-requesting a page it wants whatever the filter says)."""
+
+    seen: ClassVar[dict[str, Any]] = {}
+
+    def parse(self, response):  # type: ignore[no-untyped-def]
+        from pydispatch.dispatcher import getAllReceivers, liveReceivers
+        from scrapy import signals
+
+        if not self.seen:  # what the crawl runs with, while it runs
+            engine: Any = self.crawler.engine
+            scheduler = engine._slot.scheduler
+            self.seen["scheduler"] = type(scheduler)
+            sender = self.crawler.signals.sender
+            receivers = list(liveReceivers(getAllReceivers(sender, signals.request_scheduled)))
+            self.seen["receiver"] = scheduler.df.record_unfiltered in receivers
+        yield from super().parse(response)
+        if response.url.endswith("/a"):
+            yield response.follow("/b", dont_filter=True, callback=self.parse)
+
+
+@pytest.mark.parametrize("scheduler", ["default", "scrapy"])
+@deferred_f_from_coro_f
+async def test_the_add_on_scheduler_records_start_urls_without_a_signal_receiver(
+    fresh_site: Site, scheduler: str
+) -> None:
+    from scrapy_dedup.scheduler import DedupScheduler
+
+    fresh_site.routes.update(
+        {
+            "/": lambda q: page("Home", "/a"),
+            "/a": lambda q: page("A", "/?utm_source=a", "/b"),
+            "/b": lambda q: page("B", "/", "/a"),
+        }
+    )
+    settings: dict[str, object] = {"ADDONS": {"scrapy_dedup.DedupAddon": 0}}
+    if scheduler == "scrapy":  # set by the project: Scrapy's own, named
+        settings["SCHEDULER"] = "scrapy.core.scheduler.Scheduler"
+    _RetakeSpider.seen = {}
+    result = await crawl(_RetakeSpider, settings=settings, start=[fresh_site.url("/")])
+    assert _RetakeSpider.seen == {"scheduler": DedupScheduler, "receiver": False}
+    # "/" once (the start URL, recorded at enqueue), "/b" twice (the
+    # spider's own dont_filter request, then not a third time from "/b"'s links).
+    assert sorted(fresh_site.fetched()) == ["/", "/a", "/b", "/b"]
+    assert result.stats["dedup/url/saved/dont_filter"] == 1  # "/" from "/b"
+
+
+@deferred_f_from_coro_f
+async def test_another_scheduler_is_left_alone_and_the_signal_records_start_urls(
+    fresh_site: Site,
+) -> None:
+    fresh_site.routes.update(
+        {
+            "/": lambda q: page("Home", "/a"),
+            "/a": lambda q: page("A", "/?utm_source=a", "/"),
+        }
+    )
+    own = "tests.test_dupefilter.ProjectScheduler"
+    _RetakeSpider.seen = {}
+    await crawl(
+        _RetakeSpider,
+        settings={"ADDONS": {"scrapy_dedup.DedupAddon": 0}, "SCHEDULER": own},
+        start=[fresh_site.url("/")],
+    )
+    assert _RetakeSpider.seen == {"scheduler": ProjectScheduler, "receiver": True}
+    # "/" once: recorded at request_scheduled, "/?utm_source=a" and "/" are copies.
+    assert sorted(fresh_site.fetched()) == ["/", "/a", "/b"]
+
+
+class ProjectScheduler(Scheduler):
+    """A project's own scheduler (a subclass of Scrapy's): not replaced."""
+
+
+class IgnoreFirstRetake:
+    """An extension that drops (``IgnoreRequest`` at ``request_scheduled``,
+    as Scrapy documents) the first ``dont_filter`` request for ``/b``."""
+
+    def __init__(self, crawler: Any) -> None:
+        from scrapy import signals
+
+        self.dropped = 0
+        crawler.signals.connect(self.scheduled, signal=signals.request_scheduled)
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> IgnoreFirstRetake:
+        return cls(crawler)
+
+    def scheduled(self, request: Request) -> None:
+        if request.dont_filter and request.url.endswith("/b") and not self.dropped:
+            self.dropped += 1
+            raise IgnoreRequest("dropped by the project")
+
+
+@deferred_f_from_coro_f
+async def test_a_dont_filter_request_dropped_at_request_scheduled_does_not_hide_the_page(
+    fresh_site: Site,
+) -> None:
+    # /a asks for /b with dont_filter first (dropped by the project's
+    # extension), then links it: /b must be fetched once.
+    fresh_site.routes.update(
+        {
+            "/": lambda q: page("Home", "/a"),
+            "/a": lambda q: page("A", "/b"),
+            "/b": lambda q: page("B"),
+        }
+    )
+
+    class FirstRetake(LinkSpider):
+        def parse(self, response):  # type: ignore[no-untyped-def]
+            if response.url.endswith("/a"):
+                yield response.follow("/b", dont_filter=True, callback=self.parse)
+            yield from LinkSpider.parse(self, response)
+
+    result = await crawl(
+        FirstRetake,
+        settings={
+            "ADDONS": {"scrapy_dedup.DedupAddon": 0},
+            "EXTENSIONS": {"tests.test_dupefilter.IgnoreFirstRetake": 0},
+        },
+        start=[fresh_site.url("/")],
+    )
+    assert sorted(fresh_site.fetched()) == ["/", "/a", "/b"]
+    assert [item["url"] for item in result.items if item["url"].endswith("/b")]
