@@ -219,7 +219,7 @@ class LearnedRules:
                     self._others += 1
                 released += self.learner.observe(url, digest, int(extra), earlier)
                 targets += self.trust.observe(url, digest, links)
-            elif kind == "c" and worker != self._worker:  # own ones applied when made
+            elif kind == "c":  # own ones too: every worker counts them in the log's order
                 self.trust.record(url, digest, str(extra), links)
                 if skipped is not None and earlier:
                     # No later link to it is fetched (the store has it seen):

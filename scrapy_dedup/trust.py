@@ -163,9 +163,14 @@ class CanonicalTrustCheck:
         # A link of the declared page to the declaring page, or to itself,
         # leads nowhere new.
         bits = None if links is None else links_filter({*links, response.url, target})
-        trusted = self.trust.declare(target_key, found[0], page, target, bits)
+        # With a shared log (on_declare), the declaration counts when the log
+        # gives it back, in its order, as on every other worker.
+        shared = self.on_declare is not None
+        trusted = self.trust.declare(target_key, found[0], page, target, bits, record=not shared)
         if self.on_declare is not None:
             self.on_declare(target_key, found[0], page, bits, target if trusted else None)
+        else:
+            self.fetch_due()  # a target fetched already had another text: trust ended
         return trusted
 
     def record(self, target: str, digest: int, page: str, links: int | None = None) -> None:
@@ -190,8 +195,9 @@ class CanonicalTrustCheck:
         return len(targets)
 
     def fetch_due(self) -> int:
-        """Fetch the targets earlier runs skipped on a trust that has ended
-        since (:meth:`CanonicalTrust.take_due`); how many."""
+        """Fetch the targets skipped on a trust that has ended since, by an
+        earlier run or on a declaration of a page fetched already
+        (:meth:`CanonicalTrust.take_due`); how many."""
         targets = self.trust.take_due()
         if targets:
             self._stats.inc("dedup/canonical/refetched", len(targets))
@@ -199,7 +205,7 @@ class CanonicalTrustCheck:
             fetch_again(
                 self.crawler,
                 [Request(target, callback=callback) for target in targets],
-                "an earlier run skipped it on its host's rel=canonical declarations, "
+                "it was skipped on its host's rel=canonical declarations, "
                 "which are not trusted any more",
                 debug=self.debug,
             )

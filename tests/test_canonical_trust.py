@@ -4,6 +4,8 @@ fetched, had the declaring page's text and no link it lacks."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from scrapy_dedup.learn import CanonicalTrust, links_filter, page_links
 
 NAV = {"https://shop.test/", "https://shop.test/cart"}
@@ -84,3 +86,59 @@ def test_what_an_earlier_run_skipped_is_due_when_the_trust_ends_unless_it_was_fe
     trust.observe("https://shop.test/p/21", 5)
     assert trust.take_due() == ["https://shop.test/p/20?ref=a", "https://shop.test/p/30"]
     assert trust.take_due() == []
+
+
+def test_a_declaration_read_after_its_target_was_fetched_checks_its_text() -> None:
+    trust = CanonicalTrust(min_support=3, sample=0.0)
+    for n in range(3):
+        _verify(trust, n, NAV, NAV)
+    # /p/8 was fetched before any page declared it; then its teaser declares
+    # it, with another text: the host is not trusted any more, and what was
+    # skipped on its trust is due.
+    assert trust.declare("https://shop.test/p/7", 107, "https://shop.test/p/7/teaser", links=0)
+    trust.observe("https://shop.test/p/8", 108, None)
+    assert trust.trusted("shop.test")
+    assert not trust.declare("https://shop.test/p/8", 1, "https://shop.test/p/8/teaser", links=0)
+    assert not trust.trusted("shop.test")
+    assert trust.take_due() == ["https://shop.test/p/7"]
+    # The same text verifies nothing (its links were not compared).
+    other = CanonicalTrust(min_support=1, sample=0.0)
+    other.observe("https://shop.test/p/8", 108, None)
+    other.record("https://shop.test/p/8", 108, "https://shop.test/p/8?x", links=0)
+    assert not other.trusted("shop.test") and not other.hosts["shop.test"].revoked
+
+
+def test_workers_of_one_log_count_their_own_declarations_in_its_order() -> None:
+    # Worker B fetched /p/8 (its record is in the shared log) before worker A
+    # declared /p/8 from a teaser, and before A read that record. Each worker
+    # applies the log in its order, its own declarations included, so both
+    # find the teaser wrong: neither keeps trusting the host alone.
+    log: list[tuple[str, tuple[Any, ...]]] = []
+    workers = [CanonicalTrust(min_support=3, sample=0.0) for _ in range(2)]
+    a, b = workers
+    for n in range(3):
+        target = f"https://shop.test/p/{n}"
+        log.append(("c", (target, 100 + n, f"{target}?x", links_filter(NAV))))
+        log.append(("o", (target, 100 + n, True)))
+    read = [0, 0]
+
+    def catch_up(i: int) -> None:
+        for kind, args in log[read[i] :]:
+            if kind == "c":
+                workers[i].record(*args)
+            else:
+                workers[i].observe(*args)
+        read[i] = len(log)
+
+    catch_up(0)
+    catch_up(1)
+    assert a.trusted("shop.test") and b.trusted("shop.test")
+    log.append(("o", ("https://shop.test/p/8", 108, None)))  # B's fetch
+    catch_up(1)
+    teaser = ("https://shop.test/p/8", 1, "https://shop.test/p/8/teaser", "", 0)
+    a.declare(*teaser, record=False)  # A has not read B's fetch yet
+    log.append(("c", (*teaser[:3], 0)))
+    catch_up(0)
+    catch_up(1)
+    assert not a.trusted("shop.test") and not b.trusted("shop.test")
+    assert a.hosts["shop.test"].revoked and b.hosts["shop.test"].revoked

@@ -451,3 +451,50 @@ async def test_a_later_run_that_stops_trusting_a_host_fetches_what_earlier_runs_
             " ".join(i["text"].split()) for i in items if i["url"] == fresh_site.url(f"/a/{n}")
         ]
         assert any(text.endswith(story) for text in filed), n
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+@deferred_f_from_coro_f
+async def test_a_wrong_declaration_of_a_page_fetched_before_ends_the_trust(
+    fresh_site: Site, store: str, request: pytest.FixtureRequest
+) -> None:
+    # The teaser site of the test above, but the home page also links the
+    # whole story of article 3, so it is fetched before its teaser view
+    # declares it. Articles 0-2 (declared first, then fetched) make the host
+    # trusted; the teaser's declaration of the story fetched already is
+    # checked against the story's text when it is read, and ends the trust:
+    # the stories of articles 4-11 are fetched, not skipped on a trust that
+    # no sampled fetch would have checked (DEDUP_CANONICAL_TRUST_SAMPLE 0).
+    routes = _teaser_routes(12, right=3)
+    routes["/"] = lambda q: article("Home", "the home page", "/a/0/amp", "/a/3")
+    teaser, story = routes["/a/3"], routes["/a/3"]("")
+    # (the story links nothing: its views come through the chain of AMP views)
+    story.body = story.body.replace('<a href="/a/3/amp">/a/3/amp</a>', "")
+    routes["/a/3"] = lambda q: teaser(q) if q else story
+    fresh_site.routes.update(routes)
+    stored = {}
+    if store == "redis":
+        stored = {
+            "DEDUP_STORE": request.getfixturevalue("redis_url"),
+            "DEDUP_REDIS_PREFIX": request.getfixturevalue("redis_prefix"),
+        }
+    settings = {
+        **ADDON,
+        **stored,
+        "CONCURRENT_REQUESTS": 1,
+        "DEPTH_PRIORITY": 1,  # breadth first: the story linked from home comes first
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
+        "DEDUP_CANONICAL_TRUST_SAMPLE": 0.0,
+    }
+    result = await crawl(ArticleSpider, settings, start=fresh_site.url("/"))
+    fetched = fresh_site.fetched()
+    assert fetched.index("/a/3") < fetched.index("/a/3/amp")
+    assert result.stats["dedup/canonical/revoked"] == 1
+    stories = {f"/a/{n}" for n in range(3, 12)}
+    assert stories <= set(fetched), sorted(stories - set(fetched))
+    for n in range(3, 12):
+        story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
+        url = fresh_site.url(f"/a/{n}")
+        filed = [" ".join(i["text"].split()) for i in result.items if i["url"] == url]
+        assert any(text.endswith(story) for text in filed), n

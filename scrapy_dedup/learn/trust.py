@@ -15,6 +15,11 @@ __all__ = ["CanonicalTrust"]
 
 logger = logging.getLogger(__name__)
 
+#: Fetched pages whose text digest is remembered (across hosts, the first
+#: ones): a declaration read after its target was fetched is checked against
+#: it (about 100 bytes a page; beyond, such a declaration checks nothing).
+_FETCHED = 100_000
+
 
 @dataclass
 class _Trust:
@@ -23,6 +28,9 @@ class _Trust:
     # key of a declared target's URL -> (declaring page's digest, its URL, the
     # filter of its links: evidence.links_filter; None when not known)
     declared: dict[int, tuple[int, str, int | None]] = field(default_factory=dict)
+    # This process's declarations its log has not given back yet (with a
+    # shared log they count from there, in its order): key -> as in declared.
+    pending: dict[int, tuple[int, str, int | None]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # targets not fetched on trust
     # Targets earlier runs (or a worker's earlier life) skipped on trust and
     # no fetch of them is known: key -> URL to fetch should the trust end.
@@ -41,7 +49,14 @@ class CanonicalTrust:
     check. ``observe`` returns the targets skipped on trust when a host's
     trust is revoked, to fetch them after all; those an earlier run skipped
     (:meth:`skipped_earlier`) are in :meth:`take_due` then, unless a fetch
-    of them turns up."""
+    of them turns up.
+
+    A crawl whose declarations and fetched pages go through a shared log (the
+    workers of one Redis) calls :meth:`declare` with ``record=False`` and
+    :meth:`record` and :meth:`observe` with the log's records, its own
+    included, in the log's order: every worker's trust is then the same
+    function of the log. A declaration read after its target was fetched is
+    checked against that page's text: another text ends the trust."""
 
     def __init__(
         self,
@@ -54,17 +69,34 @@ class CanonicalTrust:
         self.sample = sample
         self.inc: Callable[[str, int], None] = inc or _ignore
         self.hosts: dict[str, _Trust] = {}
-        # Targets an earlier run skipped on a trust that ended since: key -> URL.
+        # Targets to fetch: skipped by an earlier run on a trust that ended
+        # since, or here on a trust a declaration ended (record): key -> URL.
         self._due: dict[int, str] = {}
+        self._fetched: dict[int, int] = {}  # key of a fetched page -> its digest
 
     def declare(
-        self, target: str, digest: int, page: str, fetch: str = "", links: int | None = None
+        self,
+        target: str,
+        digest: int,
+        page: str,
+        fetch: str = "",
+        links: int | None = None,
+        *,
+        record: bool = True,
     ) -> bool:
         """A page (its URL, visible-text digest and ``links`` filter) declares
         canonical URL ``target`` (canonical form; ``fetch``: as declared):
-        whether to skip fetching it."""
-        trust = self.record(target, digest, page, links)
-        if trust is None or trust.verified < self.min_support:
+        whether to skip fetching it. ``record=False``: the declaration counts
+        when the shared log gives it back (:meth:`record`); until then it is
+        only known to :meth:`links_within`."""
+        if record:
+            self.record(target, digest, page, links)
+            trust = self._host(target)
+        else:
+            trust = self._host(target)
+            if trust is not None and not trust.revoked and len(trust.pending) < _CLASSES:
+                trust.pending.setdefault(_key(target), (digest, page, links))
+        if trust is None or trust.revoked or trust.verified < self.min_support:
             return False
         trust.credit += self.sample
         if self.sample and trust.credit >= 1.0:  # left to be fetched: a check
@@ -73,20 +105,31 @@ class CanonicalTrust:
         trust.skipped.append(fetch or target)
         return True
 
-    def record(
-        self, target: str, digest: int, page: str, links: int | None = None
-    ) -> _Trust | None:
-        """Remember a declaration (made here, or by another worker), to check
-        against the target's text when it is fetched; its host's trust."""
+    def _host(self, target: str) -> _Trust | None:
         parts = _split(target)
-        if parts is None:
-            return None
-        trust = self.hosts.setdefault(parts.host, _Trust())
+        return None if parts is None else self.hosts.setdefault(parts.host, _Trust())
+
+    def record(self, target: str, digest: int, page: str, links: int | None = None) -> None:
+        """Remember a declaration (made here, or by another worker), to check
+        against the target's text when it is fetched. A target fetched
+        already is checked now: another text ends its host's trust (the
+        targets skipped on it are then in :meth:`take_due`); the same text
+        verifies nothing (its links are not known)."""
+        trust = self._host(target)
+        if trust is None:
+            return
+        key = _key(target)
+        trust.pending.pop(key, None)
         if trust.revoked:
-            return None
+            return
+        fetched = self._fetched.get(key)
+        if fetched is not None:
+            if fetched != digest:
+                for url in self._revoke(trust, target, page, "has another text"):
+                    self._due[_key(url)] = url
+            return
         if len(trust.declared) < _CLASSES:
-            trust.declared.setdefault(_key(target), (digest, page, links))
-        return trust
+            trust.declared.setdefault(key, (digest, page, links))
 
     def skipped_earlier(self, target: str, fetch: str) -> None:
         """An earlier run (or another worker's earlier life) skipped ``target``
@@ -103,8 +146,10 @@ class CanonicalTrust:
             trust.owed[_key(target)] = fetch
 
     def take_due(self) -> list[str]:
-        """The targets earlier runs skipped on a trust that has ended since and
-        that no fetch of is known: to fetch now (each once)."""
+        """The targets to fetch now (each once): those earlier runs skipped on
+        a trust that has ended since, and those skipped here on a trust that
+        a declaration of a page fetched already ended (:meth:`record`), but
+        for any a fetch of is known."""
         due, self._due = list(self._due.values()), {}
         return due
 
@@ -115,7 +160,10 @@ class CanonicalTrust:
             return False
         parts = _split(url)
         trust = self.hosts.get(parts.host) if parts is not None else None
-        return trust is not None and not trust.revoked and _key(url) in trust.declared
+        if trust is None or trust.revoked:
+            return False
+        key = _key(url)
+        return key in trust.declared or key in trust.pending
 
     def links_within(self, url: str, links: set[str]) -> bool | None:
         """Whether the ``links`` of fetched page ``url`` are all links of the
@@ -123,7 +171,10 @@ class CanonicalTrust:
         not known): what a worker fetching it tells the others."""
         parts = _split(url)
         trust = self.hosts.get(parts.host) if parts is not None else None
-        declared = trust.declared.get(_key(url)) if trust is not None else None
+        declared = None
+        if trust is not None:
+            key = _key(url)
+            declared = trust.declared.get(key) or trust.pending.get(key)
         if declared is None or declared[2] is None:
             return None
         return within(links, declared[2])
@@ -138,6 +189,8 @@ class CanonicalTrust:
         key = _key(url)
         if self._due:
             self._due.pop(key, None)  # fetched after all: not owed any more
+        if len(self._fetched) < _FETCHED or key in self._fetched:
+            self._fetched[key] = digest  # for a declaration of it read later
         if trust is None:
             return []
         if trust.owed:
@@ -153,19 +206,27 @@ class CanonicalTrust:
             return []
         if declared[0] == digest and links_within is None:
             return []  # the links are not known: no evidence either way
+        why = "has another text" if declared[0] != digest else "links to pages it does not"
+        return self._revoke(trust, url, declared[1], why)
+
+    def _revoke(self, trust: _Trust, url: str, page: str, why: str) -> list[str]:
+        """End ``trust``: page ``page`` declared ``url``, which ``why``. The
+        targets skipped on it, to fetch after all."""
         trust.revoked = True
         self.inc("dedup/canonical/revoked", 1)
+        parts = _split(url)
         logger.info(
             "Not trusting the rel=canonical declarations of %s any more: %s declares %s, which %s",
             parts.host if parts else url,
-            declared[1],
+            page,
             url,
-            "has another text" if declared[0] != digest else "links to pages it does not",
+            why,
         )
         skipped, trust.skipped = trust.skipped, []
         self._due.update(trust.owed)
         trust.owed = {}
         trust.declared.clear()
+        trust.pending.clear()
         return skipped
 
     def trusted(self, host: str) -> bool:
