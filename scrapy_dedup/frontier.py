@@ -409,7 +409,10 @@ class DedupFrontierMiddleware:
             self.stats.inc_value("dedup/frontier/unreadable", unreadable)
         for request in requests:
             self.crawler.engine.crawl(request)
-        return len(requests)
+        learned = self.state.learned
+        # What it skipped on a host's rel=canonical trust is owed by this worker now.
+        owed = learned.adopted(adoption.worker) if learned is not None else 0
+        return len(requests) + owed
 
     def _readmit_link(self, request: Request) -> None:
         """A link of an adopted page: the worker that died may have seen it

@@ -91,7 +91,9 @@ def read_record(text: str) -> tuple[str, Any, str, int, Any, Any, str | None] | 
     target, digest, page, links filter, skipped)`` for a rel=canonical
     declaration (the filter None in records of earlier versions; skipped: the
     URL not fetched because the host was trusted, else None), ``("?", ...)``
-    for a kind a newer version writes; ``None`` when it cannot be read."""
+    for a kind a newer version writes (``("w", worker, its name in the
+    store, ...)`` names a worker for the store's leases); ``None`` when it
+    cannot be read."""
     try:
         record = json.loads(text)
         kind, worker = record[0], record[1]
@@ -103,6 +105,8 @@ def read_record(text: str) -> tuple[str, Any, str, int, Any, Any, str | None] | 
             bits = None if extra is None else int(str(extra), 16)
             skipped = str(record[6] or record[2]) if len(record) > 6 else None
             return "c", worker, str(record[2]), int(record[3]), str(record[4]), bits, skipped
+        if kind == "w":
+            return "w", worker, str(record[2]), 0, None, None, None
         return "?", worker, "", 0, None, None, None
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None
@@ -143,6 +147,14 @@ class LearnedRules:
         self._position = 0  # how much of the store's evidence log is applied
         self._outbox: list[str] = []  # records not appended yet
         self._others = 0  # pages of the log fetched by other workers or earlier runs
+        # Targets other workers of this run skipped on a host's trust and no
+        # fetch of is known: canonical URL -> (worker, URL to fetch). Owed
+        # here (CanonicalTrust.skipped_earlier) once this worker adopts the
+        # frontier of the one that skipped it (it died: nobody else fetches
+        # them should the trust end).
+        self._skips: dict[str, tuple[str, str]] = {}
+        self._names: dict[str, str] = {}  # worker name in the store -> worker in the log
+        self._gone: set[str] = set()  # workers whose frontier this one adopted
         crawler.signals.connect(self._replay, signal=signals.spider_opened)
         crawler.signals.connect(self._stats.start, signal=signals.spider_opened)
         crawler.signals.connect(self.response_received, signal=signals.response_received)
@@ -184,6 +196,9 @@ class LearnedRules:
     def _replay(self) -> None:
         """At start, what earlier runs and the other workers fetched."""
         before = {rule.name for rule in self.learner.rules() if rule.state == "adopted"}
+        if self.state.store.worker is not None:  # for a worker that adopts this one's frontier
+            record = ["w", self._worker, self.state.store.worker]
+            self._outbox.append(json.dumps(record, separators=(",", ":")))
         self._exchange(earlier=True)
         if self._position:
             adopted = [r for r in self.learner.rules() if r.state == "adopted"]
@@ -219,12 +234,18 @@ class LearnedRules:
                     self._others += 1
                 released += self.learner.observe(url, digest, int(extra), earlier)
                 targets += self.trust.observe(url, digest, links)
+                if self._skips:
+                    self._skips.pop(url, None)
             elif kind == "c":  # own ones too: every worker counts them in the log's order
                 self.trust.record(url, digest, str(extra), links)
-                if skipped is not None and earlier:
+                if skipped is not None and (earlier or worker in self._gone):
                     # No later link to it is fetched (the store has it seen):
                     # fetched after all if this run stops trusting its host.
                     self.trust.trust.skipped_earlier(url, skipped)
+                elif skipped is not None and worker != self._worker:
+                    self._skips[url] = (worker, skipped)
+            elif kind == "w":
+                self._names[url] = worker
         targets += self.trust.fetch_due()
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
@@ -233,6 +254,22 @@ class LearnedRules:
         if unheld:
             self._fetch_again(unheld, "the learned rule it waited for is decided")
         return len(released) + len(unheld) + targets
+
+    def adopted(self, name: str) -> int:
+        """This worker adopted the frontier of worker ``name`` (the store's
+        name of it: it died): the targets it skipped on a host's rel=canonical
+        trust are owed here, fetched should that trust end (now, if it has);
+        how many were fetched now."""
+        self._exchange()  # its last records first
+        worker = self._names.get(name)
+        if worker is None:
+            return 0
+        self._gone.add(worker)
+        for url, (by, fetch) in list(self._skips.items()):
+            if by == worker:
+                del self._skips[url]
+                self.trust.trust.skipped_earlier(url, fetch)
+        return self.trust.fetch_due()
 
     def skip(self, request: Request, canonical_url: str) -> Skip | Held | None:
         """Keep and return the skip when learned rules make ``request`` a

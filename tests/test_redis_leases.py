@@ -262,3 +262,63 @@ def test_a_text_claimed_by_a_worker_killed_before_its_item_came_out_is_taken_ove
     assert other.get_content(text) == page
     alive.close()
     other.close()
+
+
+def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_the_trust(
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    # Worker A crawls the teaser site (tests/test_relcanonical_crawl.py):
+    # articles 0-2 declare their clean pages rightly, so A trusts the host and
+    # skips the stories the teasers of articles 3 on declare. Worker B, in the
+    # same run, then finds a teaser wrong (/s, fetched, then its teaser view
+    # declaring it) and stops trusting the host. A is killed after its skips:
+    # when B adopts A's frontier, the stories A skipped on trust are B's to
+    # fetch (nobody else would: their keys are seen), and every story gives
+    # an item.
+    from tests.test_relcanonical_crawl import _teaser_routes
+
+    fresh_site.routes.update(_teaser_routes(12, right=3))
+    story_of_s, teaser_of_s = "a story of its own " * 30, "a teaser of it " * 20
+    gate = threading.Event()
+    fresh_site.routes["/b"] = lambda q: (gate.wait(60), page("B", "/s"))[1]
+    fresh_site.routes["/s"] = lambda q: article("S", story_of_s, "/s/teaser")
+    fresh_site.routes["/s/teaser"] = lambda q: article(
+        "S", teaser_of_s, extra_head='<link rel="canonical" href="/s">'
+    )
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": redis_url,
+        "DEDUP_NAMESPACE": f"trust-{uuid.uuid4().hex[:8]}",
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "DEDUP_REDIS_LEASE": 2,
+        "DEDUP_CANONICAL_TRUST_SAMPLE": 0.0,
+        "CONCURRENT_REQUESTS": 1,
+        "DEPTH_PRIORITY": 1,  # breadth first: each article's views, then its clean page
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
+        "WORKER_MIN_SECONDS": 6,
+    }
+    files = [tmp_path / "items-a.jsonl", tmp_path / "items-b.jsonl"]
+    b = _worker(settings, fresh_site.url("/b", host="127.0.0.1"), files[1])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _workers_connected(redis_url, 1):
+        time.sleep(0.02)
+    a = _worker(settings, fresh_site.url("/", host="127.0.0.1"), files[0])
+    # A has skipped stories 3-5 on trust once it fetches the AMP view of article 7.
+    while time.monotonic() < deadline and "/a/7/amp" not in fresh_site.fetched():
+        assert a.poll() is None and b.poll() is None
+        time.sleep(0.01)
+    a.send_signal(signal.SIGKILL)
+    a.communicate(timeout=30)
+    skipped = {f"/a/{n}" for n in range(3, 6)} - set(fresh_site.fetched())
+    assert skipped, fresh_site.fetched()
+    gate.set()
+    log = b.communicate(timeout=120)[0]
+    assert b.returncode == 0, log
+    assert "Adopted" in log and "'dedup/canonical/revoked': 1" in log, log
+    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
+    routes = _teaser_routes(12, right=3)
+    texts = [" ".join(item["text"].split()) for f in files for item in _items(f)]
+    for n in range(12):
+        story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
+        assert any(text.endswith(story) for text in texts), (n, log)

@@ -228,6 +228,9 @@ class DedupStore(ABC):
     #: Seconds between two calls of :meth:`keep_lease` and :meth:`adopt` by
     #: the frontier middleware; ``None``: the store keeps no leases.
     lease_interval: float | None = None
+    #: This process's name among the workers of the store (the name
+    #: :class:`Adoption` gives a worker); None for a store of one process.
+    worker: str | None = None
 
     def keep_lease(self) -> None:
         """Take or renew this worker's lease (before its first frontier row)."""

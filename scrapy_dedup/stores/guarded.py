@@ -69,6 +69,7 @@ class GuardedStore(DedupStore):
         self.persists_kept = store.persists_kept
         self.persistent = store.persistent
         self.lease_interval = store.lease_interval
+        self.worker = store.worker
         self._count = count
         self._stop = stop
         self._stopping = False

@@ -257,7 +257,8 @@ class RedisStore(DedupStore):
         # up to (see exchange_evidence), and that position.
         self._evidence_tail: bytes | None = None
         self._evidence_at = 0
-        self.worker = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
+        name = worker or f"{_worker_name(self.base, os.getpid())}-{os.urandom(4).hex()}"
+        self.worker: str = name
         pool = getattr(client, "connection_pool", None)
         if pool is not None and pool.connection_kwargs.get("client_name") != self.worker:
             pool.connection_kwargs["client_name"] = self.worker  # a client made elsewhere
