@@ -12,8 +12,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import scrapy
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from scrapy.utils.defer import deferred_f_from_coro_f
 
+from scrapy_dedup.learn.scope import _split, _split_parsed
 from tests.conftest import crawl
 from tests.site import Reply, Site
 
@@ -150,3 +154,70 @@ def _wrong_forum(path: str) -> bool:
         and None not in (forum, topic)
         and (forum != (topic or 0) // 100)
     )
+
+
+# -- how a rule splits a URL ------------------------------------------------------
+
+_URL_PIECES = [
+    "http://",
+    "https://",
+    "HTTP://",
+    "ftp://",
+    "//",
+    "a",
+    "B",
+    "0",
+    ".",
+    "-",
+    ":",
+    ":8080",
+    "@",
+    "[",
+    "]",
+    "%",
+    "%41",
+    "/",
+    "//",
+    "?",
+    "&",
+    "=",
+    "#",
+    " ",
+    "\t",
+    "\n",
+    "\x00",
+    "\x7f",
+    "é",
+    "ß",
+    "www.Example.TEST",
+    "x.test",
+    "[::1]",
+]
+
+
+@given(st.lists(st.sampled_from(_URL_PIECES), max_size=12))
+@examples(max_examples=3000, deadline=None)
+def test_split_cuts_every_url_as_urlsplit_does(pieces: list[str]) -> None:
+    # The learner's own cut of plain canonical URLs gives urlsplit's parts, and
+    # every other URL goes through urlsplit: the same parts for any input.
+    url = "".join(pieces)
+    assert _split(url) == _split_parsed(url), url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://Shop.Test:8443/a//b/?q=1&r=2#frag?x",
+        "http://shop.test",
+        "http://shop.test/",
+        "http://shop.test?x#y",
+        "http://:80/x",
+        "http://user@shop.test/",
+        "http://[::1]:80/a",
+        "http://shop.test/a b",
+        "https://xn--bcher-kva.test/%C3%A9?%20",
+        "http:///path",
+    ],
+)
+def test_split_of_shapes_urlsplit_treats_apart(url: str) -> None:
+    assert _split(url) == _split_parsed(url)
