@@ -237,7 +237,7 @@ class LearnedRules:
                 if self._skips:
                     self._skips.pop(url, None)
             elif kind == "c":  # own ones too: every worker counts them in the log's order
-                self.trust.record(url, digest, str(extra), links)
+                self.trust.record(url, digest, str(extra), links, skipped or "")
                 if skipped is not None and (earlier or worker in self._gone):
                     # No later link to it is fetched (the store has it seen):
                     # fetched after all if this run stops trusting its host.

@@ -158,7 +158,8 @@ class CanonicalTrustCheck:
         found = self.digest(response)
         if found is None:
             return False
-        target_key, page = self.canonicalize(target), self.canonicalize(response.url)
+        # The declaring page is named as fetched (only messages show it).
+        target_key, page = self.canonicalize(target), response.url
         links = self.links(response)
         # A link of the declared page to the declaring page, or to itself,
         # leads nowhere new.
@@ -173,9 +174,11 @@ class CanonicalTrustCheck:
             self.fetch_due()  # a target fetched already had another text: trust ended
         return trusted
 
-    def record(self, target: str, digest: int, page: str, links: int | None = None) -> None:
+    def record(
+        self, target: str, digest: int, page: str, links: int | None = None, fetch: str = ""
+    ) -> None:
         """A declaration another worker (or an earlier run) made."""
-        self.trust.record(target, digest, page, links)
+        self.trust.record(target, digest, page, links, fetch)
 
     def observe(self, url: str, digest: int, links_within: bool | None) -> int:
         """A fetched page (canonical ``url``, text ``digest``, whether its

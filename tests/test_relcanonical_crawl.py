@@ -226,13 +226,14 @@ def _pages(result_items: list[dict[str, Any]], site: Site) -> list[str]:
 
 @deferred_f_from_coro_f
 async def test_a_correct_canonical_never_hides_what_only_its_target_links_to(
-    fresh_site: Site,
+    fresh_site: Site, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The home page links /p/0 and the print view of /p/79, which declares
     # /p/79 (rightly: the same article, without the navigation). /p/80 to
     # /p/119 are reached only through /p/79: it must be fetched.
     fresh_site.routes.update(print_view_routes())
-    result = await crawl(ArticleSpider, ADDON, start=fresh_site.url("/"))
+    with caplog.at_level(logging.INFO, logger="scrapy_dedup"):
+        result = await crawl(ArticleSpider, ADDON, start=fresh_site.url("/"))
     assert "/p/79" in fresh_site.fetched()
     assert _pages(result.items, fresh_site) == sorted(["/", *(f"/p/{n}" for n in range(120))])
     # The print view's item is filed under /p/79 (or /p/79's own item came
@@ -245,6 +246,13 @@ async def test_a_correct_canonical_never_hides_what_only_its_target_links_to(
     assert "dedup/canonical/verified" not in result.stats
     assert result.stats["dedup/canonical/revoked"] == 1
     assert "dedup/url/filtered/rel_canonical" not in result.stats
+    # The message names both pages as the crawl knows them (http://, as
+    # fetched and as declared), not by their keys (https://).
+    url = fresh_site.url
+    assert (
+        f"{url('/p/79/print')} declares {url('/p/79')}, which links to pages it does not"
+        in caplog.text
+    )
 
 
 @pytest.mark.parametrize("concurrency", [1, 8])

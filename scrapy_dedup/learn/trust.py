@@ -26,11 +26,12 @@ class _Trust:
     verified: int = 0  # declared pages, fetched, with the declaring page's text and links
     revoked: bool = False
     # key of a declared target's URL -> (declaring page's digest, its URL, the
-    # filter of its links: evidence.links_filter; None when not known)
-    declared: dict[int, tuple[int, str, int | None]] = field(default_factory=dict)
+    # filter of its links: evidence.links_filter, None when not known; the
+    # target as declared, else its canonical form: for messages)
+    declared: dict[int, tuple[int, str, int | None, str]] = field(default_factory=dict)
     # This process's declarations its log has not given back yet (with a
     # shared log they count from there, in its order): key -> as in declared.
-    pending: dict[int, tuple[int, str, int | None]] = field(default_factory=dict)
+    pending: dict[int, tuple[int, str, int | None, str]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # targets not fetched on trust
     # Targets earlier runs (or a worker's earlier life) skipped on trust and
     # no fetch of them is known: key -> URL to fetch should the trust end.
@@ -90,12 +91,12 @@ class CanonicalTrust:
         when the shared log gives it back (:meth:`record`); until then it is
         only known to :meth:`links_within`."""
         if record:
-            self.record(target, digest, page, links)
+            self.record(target, digest, page, links, fetch)
             trust = self._host(target)
         else:
             trust = self._host(target)
             if trust is not None and not trust.revoked and len(trust.pending) < _CLASSES:
-                trust.pending.setdefault(_key(target), (digest, page, links))
+                trust.pending.setdefault(_key(target), (digest, page, links, fetch or target))
         if trust is None or trust.revoked or trust.verified < self.min_support:
             return False
         trust.credit += self.sample
@@ -109,27 +110,32 @@ class CanonicalTrust:
         parts = _split(target)
         return None if parts is None else self.hosts.setdefault(parts.host, _Trust())
 
-    def record(self, target: str, digest: int, page: str, links: int | None = None) -> None:
+    def record(
+        self, target: str, digest: int, page: str, links: int | None = None, fetch: str = ""
+    ) -> None:
         """Remember a declaration (made here, or by another worker), to check
         against the target's text when it is fetched. A target fetched
         already is checked now: another text ends its host's trust (the
         targets skipped on it are then in :meth:`take_due`); the same text
-        verifies nothing (its links are not known)."""
+        verifies nothing (its links are not known). ``fetch``: the target as
+        declared, for messages (else the one this worker's :meth:`declare`
+        was told, else ``target``)."""
         trust = self._host(target)
         if trust is None:
             return
         key = _key(target)
-        trust.pending.pop(key, None)
+        own = trust.pending.pop(key, None)
         if trust.revoked:
             return
+        shown = fetch or (own[3] if own is not None else target)
         fetched = self._fetched.get(key)
         if fetched is not None:
             if fetched != digest:
-                for url in self._revoke(trust, target, page, "has another text"):
+                for url in self._revoke(trust, target, page, "has another text", shown):
                     self._due[_key(url)] = url
             return
         if len(trust.declared) < _CLASSES:
-            trust.declared.setdefault(key, (digest, page, links))
+            trust.declared.setdefault(key, (digest, page, links, shown))
 
     def skipped_earlier(self, target: str, fetch: str) -> None:
         """An earlier run (or another worker's earlier life) skipped ``target``
@@ -207,19 +213,22 @@ class CanonicalTrust:
         if declared[0] == digest and links_within is None:
             return []  # the links are not known: no evidence either way
         why = "has another text" if declared[0] != digest else "links to pages it does not"
-        return self._revoke(trust, url, declared[1], why)
+        return self._revoke(trust, url, declared[1], why, declared[3])
 
-    def _revoke(self, trust: _Trust, url: str, page: str, why: str) -> list[str]:
-        """End ``trust``: page ``page`` declared ``url``, which ``why``. The
-        targets skipped on it, to fetch after all."""
+    def _revoke(
+        self, trust: _Trust, target: str, page: str, why: str, shown: str = ""
+    ) -> list[str]:
+        """End ``trust``: page ``page`` declared ``target`` (canonical form;
+        ``shown``: as declared, where known), which ``why``. The targets
+        skipped on it, to fetch after all."""
         trust.revoked = True
         self.inc("dedup/canonical/revoked", 1)
-        parts = _split(url)
+        parts = _split(target)
         logger.info(
             "Not trusting the rel=canonical declarations of %s any more: %s declares %s, which %s",
-            parts.host if parts else url,
+            parts.host if parts else target,
             page,
-            url,
+            shown or target,
             why,
         )
         skipped, trust.skipped = trust.skipped, []
