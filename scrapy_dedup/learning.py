@@ -92,8 +92,9 @@ def read_record(text: str) -> tuple[str, Any, str, int, Any, Any, str | None] | 
     declaration (the filter None in records of earlier versions; skipped: the
     URL not fetched because the host was trusted, else None), ``("?", ...)``
     for a kind a newer version writes (``("w", worker, its name in the
-    store, ...)`` names a worker for the store's leases); ``None`` when it
-    cannot be read."""
+    store, ...)`` names a worker for the store's leases, ``("a", worker, the
+    store's name of a dead worker, ...)`` says it adopted that one's
+    frontier); ``None`` when it cannot be read."""
     try:
         record = json.loads(text)
         kind, worker = record[0], record[1]
@@ -105,8 +106,8 @@ def read_record(text: str) -> tuple[str, Any, str, int, Any, Any, str | None] | 
             bits = None if extra is None else int(str(extra), 16)
             skipped = str(record[6] or record[2]) if len(record) > 6 else None
             return "c", worker, str(record[2]), int(record[3]), str(record[4]), bits, skipped
-        if kind == "w":
-            return "w", worker, str(record[2]), 0, None, None, None
+        if kind in ("w", "a"):
+            return kind, worker, str(record[2]), 0, None, None, None
         return "?", worker, "", 0, None, None, None
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None
@@ -246,6 +247,14 @@ class LearnedRules:
                     self._skips[url] = (worker, skipped)
             elif kind == "w":
                 self._names[url] = worker
+            elif kind == "a" and worker != self._worker:
+                # Another worker adopted a dead one's frontier: what that one
+                # skipped on trust (and what it had taken over) is owed there
+                # now, and passes on again should that worker die too.
+                dead = self._names.get(url)
+                for target, (by, fetch) in list(self._skips.items()):
+                    if by == dead:
+                        self._skips[target] = (worker, fetch)
         targets += self.trust.fetch_due()
         if released:
             self._stats.inc("dedup/learn/refetched", len(released))
@@ -259,7 +268,8 @@ class LearnedRules:
         """This worker adopted the frontier of worker ``name`` (the store's
         name of it: it died): the targets it skipped on a host's rel=canonical
         trust are owed here, fetched should that trust end (now, if it has);
-        how many were fetched now."""
+        how many were fetched now. The log says so, for whoever adopts this
+        worker's frontier in turn: they owe these targets then."""
         self._exchange()  # its last records first
         worker = self._names.get(name)
         if worker is None:
@@ -269,7 +279,7 @@ class LearnedRules:
             if by == worker:
                 del self._skips[url]
                 self.trust.trust.skipped_earlier(url, fetch)
-        return self.trust.fetch_due()
+        return self._exchange(["a", self._worker, name])
 
     def skip(self, request: Request, canonical_url: str) -> Skip | Held | None:
         """Keep and return the skip when learned rules make ``request`` a

@@ -4,6 +4,7 @@ redis-server, real worker processes, kill -9 by PID."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -319,6 +320,93 @@ def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_t
     assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
     routes = _teaser_routes(12, right=3)
     texts = [" ".join(item["text"].split()) for f in files for item in _items(f)]
+    for n in range(12):
+        story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
+        assert any(text.endswith(story) for text in texts), (n, log)
+
+
+def _log_records(url: str, prefix: str) -> list[list[Any]]:
+    """The records of the evidence log of the one namespace under ``prefix``."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = [k for k in client.scan_iter(f"{prefix}*:learn")]
+        return [json.loads(r) for k in keys for r in client.lrange(k, 0, -1)]
+    finally:
+        client.close()
+
+
+def test_skips_on_trust_pass_down_a_chain_of_adopters_that_die(
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    # As above, with three workers: A skips stories 3-5 on trust and is
+    # killed; B and C wait on slow pages of their own, so both read A's skips
+    # as they happen. One of them (the adopter) adopts A's frontier and is
+    # killed in turn; the other adopts it and ends the trust (/s, then a
+    # teaser of it declaring it): the stories A skipped are its to fetch. With
+    # the adopter's skips passed on only when they were its own, nobody
+    # fetched them.
+    from tests.test_relcanonical_crawl import _teaser_routes
+
+    fresh_site.routes.update(_teaser_routes(12, right=3))
+    story_of_s, teaser_of_s = "a story of its own " * 30, "a teaser of it " * 20
+    gates = {"/b": threading.Event(), "/c": threading.Event()}
+    for path, gate in gates.items():
+        fresh_site.routes[path] = lambda q, gate=gate: (gate.wait(60), page("W", "/s"))[1]
+    fresh_site.routes["/s"] = lambda q: article("S", story_of_s, "/s/teaser")
+    fresh_site.routes["/s/teaser"] = lambda q: article(
+        "S", teaser_of_s, extra_head='<link rel="canonical" href="/s">'
+    )
+    settings = {
+        **ADDON,
+        "DEDUP_STORE": redis_url,
+        "DEDUP_NAMESPACE": f"chain-{uuid.uuid4().hex[:8]}",
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "DEDUP_REDIS_LEASE": 2,
+        "DEDUP_CANONICAL_TRUST_SAMPLE": 0.0,
+        "CONCURRENT_REQUESTS": 1,
+        "DEPTH_PRIORITY": 1,
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
+        "WORKER_MIN_SECONDS": 6,
+    }
+    files = {name: tmp_path / f"items-{name}.jsonl" for name in "abc"}
+    waiting = {
+        path: _worker(settings, fresh_site.url(path, host="127.0.0.1"), files[path[1]])
+        for path in gates
+    }
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not _workers_connected(redis_url, 2):
+        time.sleep(0.02)
+    a = _worker(settings, fresh_site.url("/", host="127.0.0.1"), files["a"])
+    while time.monotonic() < deadline and "/a/7/amp" not in fresh_site.fetched():
+        assert a.poll() is None and all(w.poll() is None for w in waiting.values())
+        time.sleep(0.01)
+    a.send_signal(signal.SIGKILL)
+    a.communicate(timeout=30)
+    skipped = {f"/a/{n}" for n in range(3, 6)} - set(fresh_site.fetched())
+    assert skipped, fresh_site.fetched()
+    # The adopter says so in the log; its "w" record names its process.
+    adopter = None
+    while adopter is None and time.monotonic() < deadline:
+        records = _log_records(redis_url, redis_prefix)
+        names = {r[1]: r[2] for r in records if r[0] == "w"}
+        heirs = [names.get(r[1], "") for r in records if r[0] == "a"]
+        for path, worker in waiting.items():
+            if any(name.split("-")[2] == str(worker.pid) for name in heirs if name):
+                adopter = path
+        time.sleep(0.05)
+    assert adopter is not None, "nobody adopted A's frontier"
+    survivor = next(path for path in waiting if path != adopter)
+    waiting[adopter].send_signal(signal.SIGKILL)
+    waiting[adopter].communicate(timeout=30)
+    for gate in gates.values():
+        gate.set()
+    log = waiting[survivor].communicate(timeout=120)[0]
+    assert waiting[survivor].returncode == 0, log
+    assert "Adopted" in log and "'dedup/canonical/revoked': 1" in log, log
+    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
+    routes = _teaser_routes(12, right=3)
+    texts = [" ".join(item["text"].split()) for f in files.values() for item in _items(f)]
     for n in range(12):
         story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
         assert any(text.endswith(story) for text in texts), (n, log)
