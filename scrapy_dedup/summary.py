@@ -54,7 +54,8 @@ def summary_line(stats: dict[str, Any]) -> str | None:
         rules = get("dedup/learn/rules")
         parts.append(f"{_count(rules)} learned URL rule{'s' if rules != 1 else ''}")
     if get("dedup/store/errors"):
-        parts.append(f"{_count(get('dedup/store/errors'))} store errors")
+        errors = get("dedup/store/errors")
+        parts.append(f"{_count(errors)} store error{'s' if errors != 1 else ''}")
     return "; ".join(parts) if parts else None
 
 
@@ -65,7 +66,9 @@ def _fetches_saved(stats: dict[str, Any]) -> str:
     details = [f"{_count(n)} by {labels[key]}" for key, n in saved["by"].items() if n > 0]
     if saved["extra"]:
         details.append(f"less {_count(saved['extra'])} fetched that Scrapy's filter drops")
-    line = f"{_count(saved['fetches'])} fetches saved beyond Scrapy's own filter"
+    fetches = saved["fetches"]
+    plural = "es" if fetches != 1 else ""
+    line = f"{_count(fetches)} fetch{plural} saved beyond Scrapy's own filter"
     if details:
         line += f" ({', '.join(details)})"
     if saved["bytes"]:
@@ -80,8 +83,9 @@ def _fetches_saved(stats: dict[str, Any]) -> str:
 def _items_dropped(dropped: list[tuple[int, str]], kept: int) -> str:
     """Every item dropped (as Scrapy's item_dropped_count, when dedup alone drops), by kind."""
     kinds = ", ".join(f"{_count(n)} {kind}" for n, kind in dropped if n)
+    total = sum(n for n, _ in dropped)
     return (
-        f"{_count(sum(n for n, _ in dropped))} duplicate items"
+        f"{_count(total)} duplicate item{'s' if total != 1 else ''}"
         + (f" ({kinds})" if kinds else "")
         + f", {_count(kept)} kept"
     )

@@ -38,7 +38,7 @@ def _summary(caplog: pytest.LogCaptureFixture) -> str:
 
 
 def _saved(summary: str) -> int:
-    found = re.search(r"([\d,]+) fetches saved beyond Scrapy's own filter", summary)
+    found = re.search(r"([\d,]+) fetch(?:es)? saved beyond Scrapy's own filter", summary)
     assert found, summary
     return int(found.group(1).replace(",", ""))
 
@@ -153,7 +153,7 @@ async def test_the_log_says_what_is_on_how_it_goes_and_what_it_saved(
     stats = result.stats
     (summary,) = [line for line in lines if line.startswith("scrapy-dedup summary:")]
     saved = stats["dedup/url/saved"] - stats.get("dedup/url/scrapy_filters", 0)
-    assert f"{saved} fetches saved beyond Scrapy's own filter" in summary
+    assert f"{saved} fetch{'es' if saved != 1 else ''} saved beyond Scrapy's own filter" in summary
     assert f"{stats['dedup/items/unique']} kept" in summary
     assert lines[-1] == summary  # the last thing dedup says
 
@@ -189,6 +189,26 @@ def test_the_summary_counts_what_each_stage_saved() -> None:
         "2 learned URL rules"
     )
     assert summary_line({}) is None
+
+
+def test_one_of_a_kind_is_said_in_the_singular() -> None:
+    line = summary_line(
+        {
+            "dedup/url/filtered": 1,
+            "dedup/url/saved": 1,
+            "dedup/url/saved/url_rules": 1,
+            "dedup/items/unique": 1,
+            "dedup/items/canonical": 1,
+            "dedup/canonical/applied": 1,
+            "dedup/learn/rules": 1,
+            "dedup/store/errors": 1,
+        }
+    )
+    assert line == (
+        "1 fetch saved beyond Scrapy's own filter (1 by URL rules), bytes not estimated "
+        "(fewer than 20 responses to average); 1 duplicate item (1 canonical), 1 kept; "
+        "1 page filed under rel=canonical; 1 learned URL rule; 1 store error"
+    )
 
 
 def test_the_summary_never_counts_below_zero() -> None:
