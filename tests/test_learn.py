@@ -4,6 +4,7 @@ contradiction gives back."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -62,7 +63,9 @@ def test_pairs_propose_the_rules_that_explain_them() -> None:
     assert _rules("https://s.test/a/x?q=1", "https://s.test/b/y?q=1") == []
 
 
-def test_a_rule_is_adopted_after_three_pages_and_then_skips_copies() -> None:
+def test_a_rule_is_adopted_after_three_pages_and_then_skips_copies(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     learner = Learner(min_support=3, sample=0)
     pages = {}
     for n in range(3):
@@ -70,9 +73,12 @@ def test_a_rule_is_adopted_after_three_pages_and_then_skips_copies() -> None:
         pages[f"https://s.test/p/{n}?sid=bbbb"] = f"product {n}"
     pages["https://s.test/p/9?sid=aaaa"] = "product 9"
     assert learner.check("https://s.test/p/0?sid=zzzz") is None  # nothing learned yet
-    _learn(learner, pages)
+    with caplog.at_level(logging.INFO, logger="scrapy_dedup"):
+        _learn(learner, pages)
     [rule] = [r for r in learner.rules() if r.state == "adopted"]
     assert rule.name == "s.test: ?sid does not matter" and rule.support == 3
+    # The learner knows pages by canonical URL (https://, no www.): it says so.
+    assert "from 3 pages with the same text (e.g. canonical URLs https://s.test/p/" in caplog.text
     skip = learner.check("https://s.test/p/9?sid=cccc")
     assert skip is not None and skip.copy_of == "https://s.test/p/9?sid=aaaa"
     assert learner.check("https://s.test/p/10?sid=cccc") is None  # no page of its class

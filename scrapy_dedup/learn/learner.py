@@ -671,7 +671,7 @@ class Learner:
             host.adopted.remove(rule)
             self.inc("dedup/learn/revoked", 1)
             logger.info(
-                "Revoked learned URL rule %s: %s and %s have different texts",
+                "Revoked learned URL rule %s: canonical URLs %s and %s have different texts",
                 rule.name,
                 earlier,
                 url,
@@ -679,7 +679,8 @@ class Learner:
         else:
             self.inc("dedup/learn/excluded", 1)
             logger.info(
-                "Learned URL rule %s no longer applies under /%s: %s and %s have different texts",
+                "Learned URL rule %s no longer applies under /%s: canonical URLs %s and %s have "
+                "different texts",
                 rule.name,
                 scope,
                 earlier,
@@ -714,7 +715,7 @@ class Learner:
         self.inc("dedup/learn/adopted", 1)
         example = rule.examples[0] if rule.examples else ("", "")
         logger.info(
-            "Learned URL rule %s from %d pages with the same text (e.g. %s = %s)",
+            "Learned URL rule %s from %d pages with the same text (e.g. canonical URLs %s = %s)",
             rule.name,
             rule.support,
             *example,
