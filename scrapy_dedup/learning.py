@@ -96,7 +96,14 @@ def read_record(text: str) -> tuple[str, Any, str, int, Any, Any, str | None] | 
     store's name of a dead worker, ...)`` says it adopted that one's
     frontier); ``None`` when it cannot be read."""
     try:
-        record = json.loads(text)
+        return _record(json.loads(text))
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _record(record: Any) -> tuple[str, Any, str, int, Any, Any, str | None] | None:
+    """:func:`read_record` of a record as written (a list), before or after JSON."""
+    try:
         kind, worker = record[0], record[1]
         extra = record[5] if len(record) > 5 else None
         if kind == "o":
@@ -111,6 +118,10 @@ def read_record(text: str) -> tuple[str, Any, str, int, Any, Any, str | None] | 
         return "?", worker, "", 0, None, None, None
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None
+
+
+def _texts(records: list[list[Any]]) -> list[str]:
+    return [json.dumps(r, separators=(",", ":")) for r in records]
 
 
 class LearnedRules:
@@ -146,7 +157,7 @@ class LearnedRules:
         state.summary.uses("learned URL rules")
         self._worker = os.urandom(4).hex()  # marks this process's records in the log
         self._position = 0  # how much of the store's evidence log is applied
-        self._outbox: list[str] = []  # records not appended yet
+        self._outbox: list[list[Any]] = []  # records not appended yet
         self._others = 0  # pages of the log fetched by other workers or earlier runs
         # Targets other workers of this run skipped on a host's trust and no
         # fetch of is known: canonical URL -> (worker, URL to fetch). Owed
@@ -198,8 +209,7 @@ class LearnedRules:
         """At start, what earlier runs and the other workers fetched."""
         before = {rule.name for rule in self.learner.rules() if rule.state == "adopted"}
         if self.state.store.worker is not None:  # for a worker that adopts this one's frontier
-            record = ["w", self._worker, self.state.store.worker]
-            self._outbox.append(json.dumps(record, separators=(",", ":")))
+            self._outbox.append(["w", self._worker, self.state.store.worker])
         self._exchange(earlier=True)
         if self._position:
             adopted = [r for r in self.learner.rules() if r.state == "adopted"]
@@ -219,13 +229,17 @@ class LearnedRules:
         """Append ``records`` (and what waits) to the store's log, and apply
         what the log holds since the last exchange, in its order (``earlier``:
         pages of earlier runs, at start); how many requests that scheduled again."""
-        outbox = self._outbox + [json.dumps(r, separators=(",", ":")) for r in records]
-        self._outbox = []
-        found, self._position = self.state.store.exchange_evidence(outbox, self._position)
+        outbox, self._outbox = self._outbox + list(records), []
+        store = self.state.store
+        found: list[Any]
+        if store.keeps_evidence:
+            texts, self._position = store.exchange_evidence(_texts(outbox), self._position)
+            found = [read_record(text) for text in texts]
+        else:  # the log would give them back as they are: no JSON both ways
+            found = [_record(r) for r in outbox]
         released: list[Any] = []
         targets = 0  # pages skipped on a host's rel=canonical trust, fetched after all
-        for text in found:
-            record = read_record(text)
+        for record in found:
             if record is None:
                 self._stats.inc("dedup/learn/evidence/unreadable")
                 continue
@@ -317,7 +331,7 @@ class LearnedRules:
             record.append(None if links is None else f"{links:x}")
         if skipped is not None:
             record.append("" if skipped == target else skipped)
-        self._outbox.append(json.dumps(record, separators=(",", ":")))
+        self._outbox.append(record)
         if skipped is not None:
             self._exchange()
 
@@ -358,7 +372,8 @@ class LearnedRules:
 
     def spider_closed(self) -> None:
         if self._outbox:  # declarations made since the last page: for later runs
-            self.state.store.exchange_evidence(self._outbox, self._position)
+            if self.state.store.keeps_evidence:
+                self.state.store.exchange_evidence(_texts(self._outbox), self._position)
             self._outbox = []
         if self._others:
             self._stats.inc("dedup/learn/evidence/others", self._others)

@@ -6,11 +6,15 @@ contradiction, never counted again."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scrapy_dedup.learn import Learner, Rule, _split, page_digest
 from scrapy_dedup.learn.scope import _Parts
+from scrapy_dedup.learning import _record, read_record
 
 TEXT = "a page of text long enough to count as evidence for a learned rule " * 5
 MIN_SUPPORT = 3
@@ -167,3 +171,39 @@ def test_a_pair_adopted_rules_already_explain_credits_no_candidate() -> None:
     rules = {rule.spec: rule for rule in learner.rules()}
     assert rules["?f does not matter"].state == "candidate"
     assert rules["?f does not matter"].support == 1
+
+
+@given(
+    st.one_of(
+        st.tuples(
+            st.just("o"),
+            st.text(max_size=8),
+            st.text(),
+            st.integers(0, 2**64 - 1),
+            st.integers(0, 10**9),
+        ).map(list),
+        st.tuples(
+            st.just("o"),
+            st.text(max_size=8),
+            st.text(),
+            st.integers(0, 2**64 - 1),
+            st.integers(0, 10**9),
+            st.sampled_from([0, 1]),
+        ).map(list),
+        st.tuples(
+            st.just("c"),
+            st.text(max_size=8),
+            st.text(),
+            st.integers(0, 2**64 - 1),
+            st.text(),
+            st.one_of(st.none(), st.integers(0, 2**2048 - 1).map(lambda n: f"{n:x}")),
+            st.one_of(st.just(""), st.text()),
+        ).map(list),
+        st.tuples(st.sampled_from(["w", "a", "z"]), st.text(max_size=8), st.text()).map(list),
+    )
+)
+@settings(deadline=None)
+def test_a_record_applied_without_a_log_reads_as_it_would_from_the_log(record: list[Any]) -> None:
+    # The memory store keeps no log: its records are applied as written,
+    # without the JSON round trip a store's log makes; they must read the same.
+    assert _record(record) == read_record(json.dumps(record, separators=(",", ":")))

@@ -201,6 +201,11 @@ class DedupStore(ABC):
     # The evidence of learned URL rules (DEDUP_LEARN): one log per namespace,
     # in one order for every process, so that the workers of one Redis and the
     # later runs of one SQLite file replay the same pages and learn the same rules.
+
+    #: Whether :meth:`exchange_evidence` keeps a log (else it gives the
+    #: records back as they came, and a caller may apply them without it).
+    keeps_evidence = False
+
     def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
         """Append ``records`` to the namespace's evidence log, and return the
         log's records from position ``start`` on (other processes' and earlier

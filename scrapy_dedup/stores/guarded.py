@@ -284,6 +284,10 @@ class GuardedStore(DedupStore):
     def filed(self, key: int) -> list[bytes]:
         return self._guard(self.store.filed, self._local.filed, key)
 
+    @property
+    def keeps_evidence(self) -> bool:  # type: ignore[override]
+        return self.store.keeps_evidence
+
     def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
         # While the store is down this process learns on its own, from where
         # the log was, and keeps its records: appended once the store answers

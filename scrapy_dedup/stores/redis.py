@@ -607,6 +607,8 @@ class RedisStore(DedupStore):
     def describe(self) -> str:
         return self._summary
 
+    keeps_evidence = True
+
     def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
         # One list: every worker reads it in the order Redis appended it.
         # Appending again after a lost reply only repeats records, which the

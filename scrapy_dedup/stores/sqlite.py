@@ -888,6 +888,8 @@ class SqliteStore(MemoryStore):
 
     # Frontier rows wait in call order: the last call for a key wins, so a
     # request given up and scheduled again in one batch keeps its row.
+    keeps_evidence = True
+
     def exchange_evidence(self, records: list[str], start: int) -> tuple[list[str], int]:
         # One process writes the file: what it appends needs no reading back.
         found: list[str] = []
