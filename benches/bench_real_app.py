@@ -100,7 +100,7 @@ class Trac(scrapy.Spider):
 """
 
 DEDUP_SUMMARY = re.compile(r"scrapy-dedup summary: (.*)")
-SAVED = re.compile(r"([\d,.]+k?) fetches saved")
+SAVED = re.compile(r"([\d,.]+k?) fetch(?:es)? saved")
 LEARN_STAT = re.compile(r"'(dedup/learn/[^']+)': (\d+)")
 LEARNED_RULE = re.compile(r"Learned URL rule (.*)")
 

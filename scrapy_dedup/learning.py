@@ -284,7 +284,9 @@ class LearnedRules:
         trust are owed here, fetched should that trust end (now, if it has);
         how many were fetched now. The log says so, for whoever adopts this
         worker's frontier in turn: they owe these targets then."""
-        self._exchange()  # its last records first
+        # Its last records first (it is dead: all of them are in the log
+        # before this one), and the others told at once.
+        self._exchange(["a", self._worker, name])
         worker = self._names.get(name)
         if worker is None:
             return 0
@@ -293,7 +295,7 @@ class LearnedRules:
             if by == worker:
                 del self._skips[url]
                 self.trust.trust.skipped_earlier(url, fetch)
-        return self._exchange(["a", self._worker, name])
+        return self.trust.fetch_due()
 
     def skip(self, request: Request, canonical_url: str) -> Skip | Held | None:
         """Keep and return the skip when learned rules make ``request`` a
