@@ -172,7 +172,9 @@ def test_explain_outside_a_project_and_with_a_bad_store(tmp_path: Path) -> None:
     assert "key: https://example.com/a/b?a=1&b=2 (" in out
     rules = ["as Scrapy requests it", "scheme", "www", "dot_segments", "trailing_slash"]
     rules += ["tracking_param", "query_order"]
-    assert [line.split(":")[0].strip() for line in out.splitlines()[2:9]] == rules
+    if "/./" not in Request("http://a.example/a/./b").url:  # w3lib 2.6 resolves them
+        rules.remove("dot_segments")
+    assert [line.split(":")[0].strip() for line in out.splitlines()[2 : 2 + len(rules)]] == rules
     assert "(store: memory, which keeps nothing between runs)" in out
     # A rule switched off in the settings is not applied.
     off = _run(

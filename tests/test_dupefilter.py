@@ -134,10 +134,12 @@ def test_stats_name_the_rules_that_merged_each_request() -> None:
 
 
 def test_unparseable_url_still_gets_a_key() -> None:
+    # An A-label prefix on a non-ASCII label: Scrapy lets it through (w3lib 2.6 refuses
+    # hosts with a space, 2.5 did not), browsers refuse it.
     df = make_filter()
-    assert not df.request_seen(Request("http://exa mple.com/"))  # Scrapy lets it through
-    assert df.request_seen(Request("http://exa mple.com/"))
-    assert not df.request_seen(Request("http://exa mple.com/other"))
+    assert not df.request_seen(Request("https://xn--bücher.de/"))
+    assert df.request_seen(Request("https://xn--bücher.de/"))
+    assert not df.request_seen(Request("https://xn--bücher.de/other"))
     df.close("finished")
     assert df.crawler.stats.get_value("dedup/url/unparsed") == 3
 
@@ -363,7 +365,10 @@ def test_the_plain_key_groups_requests_as_scrapys_own_fingerprint_does() -> None
     for _ in range(20_000):
         path = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 7)))
         url = f"http://Ex.com{rng.choice(['', '/', '/x', '/x/'])}{rng.choice(['', '?'])}{path}"
-        request = Request(url)
+        try:
+            request = Request(url)
+        except ValueError:  # w3lib 2.6 refuses a host like "ex.com%2f": never requested
+            continue
         ours = _scrapy_canonical(request.url)
         by_scrapy.setdefault(fingerprint(request), set()).add(ours)
         by_ours.setdefault(ours, set()).add(fingerprint(request))
