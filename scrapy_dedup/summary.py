@@ -148,10 +148,12 @@ class CrawlSummary:
         last_filtered, last_dropped = self._last
         self._last = (filtered, dropped)
         logger.info(
-            "scrapy-dedup: filtered %s URLs (at %s/min), dropped %s duplicate items (at %s/min)",
+            "scrapy-dedup: filtered %s URL%s (at %s/min), dropped %s duplicate item%s (at %s/min)",
             _count(filtered),
+            "" if filtered == 1 else "s",
             _count((filtered - last_filtered) / minutes),
             _count(dropped),
+            "" if dropped == 1 else "s",
             _count((dropped - last_dropped) / minutes),
         )
 

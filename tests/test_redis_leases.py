@@ -265,28 +265,27 @@ def test_a_text_claimed_by_a_worker_killed_before_its_item_came_out_is_taken_ove
     other.close()
 
 
-def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_the_trust(
-    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
-) -> None:
-    # Worker A crawls the teaser site (tests/test_relcanonical_crawl.py):
-    # articles 0-2 declare their clean pages rightly, so A trusts the host and
-    # skips the stories the teasers of articles 3 on declare. Worker B, in the
-    # same run, then finds a teaser wrong (/s, fetched, then its teaser view
-    # declaring it) and stops trusting the host. A is killed after its skips:
-    # when B adopts A's frontier, the stories A skipped on trust are B's to
-    # fetch (nobody else would: their keys are seen), and every story gives
-    # an item.
+def _trust_site(site: Site, waiting: list[str]) -> dict[str, threading.Event]:
+    """The teaser site (tests/test_relcanonical_crawl.py): articles 0-2 declare their
+    clean pages rightly, the teasers of articles 3 on wrongly; each of ``waiting``
+    (the start page of a worker that waits) is held until its gate is set, then
+    links /s, whose teaser declares it: the page that ends the host's trust."""
     from tests.test_relcanonical_crawl import _teaser_routes
 
-    fresh_site.routes.update(_teaser_routes(12, right=3))
+    site.routes.update(_teaser_routes(12, right=3))
     story_of_s, teaser_of_s = "a story of its own " * 30, "a teaser of it " * 20
-    gate = threading.Event()
-    fresh_site.routes["/b"] = lambda q: (gate.wait(60), page("B", "/s"))[1]
-    fresh_site.routes["/s"] = lambda q: article("S", story_of_s, "/s/teaser")
-    fresh_site.routes["/s/teaser"] = lambda q: article(
+    gates = {path: threading.Event() for path in waiting}
+    for path, gate in gates.items():
+        site.routes[path] = lambda q, gate=gate: (gate.wait(60), page("W", "/s"))[1]
+    site.routes["/s"] = lambda q: article("S", story_of_s, "/s/teaser")
+    site.routes["/s/teaser"] = lambda q: article(
         "S", teaser_of_s, extra_head='<link rel="canonical" href="/s">'
     )
-    settings = {
+    return gates
+
+
+def _trust_settings(redis_url: str, redis_prefix: str) -> dict[str, Any]:
+    return {
         **ADDON,
         "DEDUP_STORE": redis_url,
         "DEDUP_NAMESPACE": f"trust-{uuid.uuid4().hex[:8]}",
@@ -299,6 +298,31 @@ def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_t
         "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
         "WORKER_MIN_SECONDS": 6,
     }
+
+
+def _assert_every_story_kept(files: list[Path], log: str) -> None:
+    from tests.test_relcanonical_crawl import _teaser_routes
+
+    routes = _teaser_routes(12, right=3)
+    texts = [" ".join(item["text"].split()) for f in files for item in _items(f)]
+    for n in range(12):
+        story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
+        assert any(text.endswith(story) for text in texts), (n, log)
+
+
+def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_the_trust(
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    # Worker A crawls the teaser site (tests/test_relcanonical_crawl.py):
+    # articles 0-2 declare their clean pages rightly, so A trusts the host and
+    # skips the stories the teasers of articles 3 on declare. Worker B, in the
+    # same run, then finds a teaser wrong (/s, fetched, then its teaser view
+    # declaring it) and stops trusting the host. A is killed after its skips:
+    # when B adopts A's frontier, the stories A skipped on trust are B's to
+    # fetch (nobody else would: their keys are seen), and every story gives
+    # an item.
+    gate = _trust_site(fresh_site, ["/b"])["/b"]
+    settings = _trust_settings(redis_url, redis_prefix)
     files = [tmp_path / "items-a.jsonl", tmp_path / "items-b.jsonl"]
     b = _worker(settings, fresh_site.url("/b", host="127.0.0.1"), files[1])
     deadline = time.monotonic() + 60
@@ -318,11 +342,7 @@ def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_t
     assert b.returncode == 0, log
     assert "Adopted" in log and "'dedup/canonical/revoked': 1" in log, log
     assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
-    routes = _teaser_routes(12, right=3)
-    texts = [" ".join(item["text"].split()) for f in files for item in _items(f)]
-    for n in range(12):
-        story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
-        assert any(text.endswith(story) for text in texts), (n, log)
+    _assert_every_story_kept(files, log)
 
 
 def _log_records(url: str, prefix: str) -> list[list[Any]]:
@@ -345,30 +365,8 @@ def test_skips_on_trust_pass_down_a_chain_of_adopters_that_die(
     # teaser of it declaring it): the stories A skipped are its to fetch. With
     # the adopter's skips passed on only when they were its own, nobody
     # fetched them.
-    from tests.test_relcanonical_crawl import _teaser_routes
-
-    fresh_site.routes.update(_teaser_routes(12, right=3))
-    story_of_s, teaser_of_s = "a story of its own " * 30, "a teaser of it " * 20
-    gates = {"/b": threading.Event(), "/c": threading.Event()}
-    for path, gate in gates.items():
-        fresh_site.routes[path] = lambda q, gate=gate: (gate.wait(60), page("W", "/s"))[1]
-    fresh_site.routes["/s"] = lambda q: article("S", story_of_s, "/s/teaser")
-    fresh_site.routes["/s/teaser"] = lambda q: article(
-        "S", teaser_of_s, extra_head='<link rel="canonical" href="/s">'
-    )
-    settings = {
-        **ADDON,
-        "DEDUP_STORE": redis_url,
-        "DEDUP_NAMESPACE": f"chain-{uuid.uuid4().hex[:8]}",
-        "DEDUP_REDIS_PREFIX": redis_prefix,
-        "DEDUP_REDIS_LEASE": 2,
-        "DEDUP_CANONICAL_TRUST_SAMPLE": 0.0,
-        "CONCURRENT_REQUESTS": 1,
-        "DEPTH_PRIORITY": 1,
-        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
-        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
-        "WORKER_MIN_SECONDS": 6,
-    }
+    gates = _trust_site(fresh_site, ["/b", "/c"])
+    settings = _trust_settings(redis_url, redis_prefix)
     files = {name: tmp_path / f"items-{name}.jsonl" for name in "abc"}
     waiting = {
         path: _worker(settings, fresh_site.url(path, host="127.0.0.1"), files[path[1]])
@@ -405,8 +403,4 @@ def test_skips_on_trust_pass_down_a_chain_of_adopters_that_die(
     assert waiting[survivor].returncode == 0, log
     assert "Adopted" in log and "'dedup/canonical/revoked': 1" in log, log
     assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
-    routes = _teaser_routes(12, right=3)
-    texts = [" ".join(item["text"].split()) for f in files.values() for item in _items(f)]
-    for n in range(12):
-        story = " ".join(routes[f"/a/{n}"]("").body.split("<p>")[1].split("</p>")[0].split())
-        assert any(text.endswith(story) for text in texts), (n, log)
+    _assert_every_story_kept(list(files.values()), log)

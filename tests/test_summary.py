@@ -298,6 +298,16 @@ def test_the_progress_line_counts_every_item_dropped(caplog: pytest.LogCaptureFi
     assert caplog.records[-1].getMessage() == (
         "scrapy-dedup: filtered 0 URLs (at 0/min), dropped 10 duplicate items (at 10/min)"
     )
+    # one of each is said in the singular
+    crawler = get_crawler(settings_dict={"LOGSTATS_INTERVAL": 60.0})
+    summary = CrawlSummary(crawler, describe_store=lambda: "memory")
+    crawler.stats.set_value("dedup/url/filtered", 1)
+    crawler.stats.set_value("dedup/items/near", 1)
+    with caplog.at_level(logging.INFO, logger="scrapy_dedup"):
+        summary._log_progress()
+    assert caplog.records[-1].getMessage() == (
+        "scrapy-dedup: filtered 1 URL (at 1/min), dropped 1 duplicate item (at 1/min)"
+    )
 
 
 class _SeenSpider(MessySpider):
