@@ -188,10 +188,9 @@ class CanonicalTrustCheck:
         targets = self.trust.observe(url, digest, links_within)
         if targets:
             self._stats.inc("dedup/canonical/refetched", len(targets))
-            callback = getattr(self.crawler.spider, "parse", None)
             fetch_again(
                 self.crawler,
-                [Request(target, callback=callback) for target in targets],
+                self._requests(targets),
                 "its host's rel=canonical declarations are not trusted any more",
                 debug=self.debug,
             )
@@ -204,15 +203,33 @@ class CanonicalTrustCheck:
         targets = self.trust.take_due()
         if targets:
             self._stats.inc("dedup/canonical/refetched", len(targets))
-            callback = getattr(self.crawler.spider, "parse", None)
             fetch_again(
                 self.crawler,
-                [Request(target, callback=callback) for target in targets],
+                self._requests(targets),
                 "it was skipped on its host's rel=canonical declarations, "
                 "which are not trusted any more",
                 debug=self.debug,
             )
         return len(targets)
+
+    def _requests(self, targets: list[str]) -> list[Request]:
+        """Requests for pages skipped on trust, to the spider's ``parse``. A
+        URL this Scrapy refuses (skipped by a run whose w3lib took it) is
+        said and counted, and the others are still fetched."""
+        callback = getattr(self.crawler.spider, "parse", None)
+        requests = []
+        for target in targets:
+            try:
+                requests.append(Request(target, callback=callback))
+            except ValueError as error:
+                self._stats.inc("dedup/canonical/refetch_refused")
+                logger.warning(
+                    "Cannot fetch %s again, skipped on its host's rel=canonical declarations "
+                    "(not trusted any more): this Scrapy refuses the URL (%s)",
+                    target,
+                    error,
+                )
+        return requests
 
     def response_received(self, response: Response, request: Request) -> None:
         """A fetched page that pages declared canonical: does it have their text?"""

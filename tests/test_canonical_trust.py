@@ -142,3 +142,24 @@ def test_workers_of_one_log_count_their_own_declarations_in_its_order() -> None:
     catch_up(1)
     assert not a.trusted("shop.test") and not b.trusted("shop.test")
     assert a.hosts["shop.test"].revoked and b.hosts["shop.test"].revoked
+
+
+def test_a_page_to_fetch_again_that_scrapy_refuses_does_not_stop_the_others(caplog: Any) -> None:
+    # A target skipped on trust by a run whose w3lib took its URL (2.5 took
+    # "https://exa mple.com/", 2.6 refuses it): when the trust ends, the
+    # others are still fetched again, and the refused one is said and
+    # counted. A URL without a scheme stands for it: every version refuses it.
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_dedup.state import CrawlState
+    from scrapy_dedup.trust import CanonicalTrustCheck
+
+    crawler = get_crawler(settings_dict={"DEDUP_STORE": "memory"})
+    check = CanonicalTrustCheck(crawler, CrawlState.of(crawler))
+    targets = ["https://shop.test/p/1", "shop.test/p/2", "https://shop.test/p/3"]
+    with caplog.at_level("WARNING", logger="scrapy_dedup.trust"):
+        requests = check._requests(targets)
+    check._stats.flush()
+    assert [r.url for r in requests] == [targets[0], targets[2]]
+    assert crawler.stats.get_value("dedup/canonical/refetch_refused") == 1
+    assert "Cannot fetch shop.test/p/2 again" in caplog.text
