@@ -6,13 +6,15 @@ contradiction, never counted again."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scrapy_dedup.learn import Learner, Rule, _split, page_digest
+from scrapy_dedup.learn import Learner, Rule, _split, page_digest, visible_text
+from scrapy_dedup.learn.evidence import _WIDE_SPACES, main_region
 from scrapy_dedup.learn.scope import _Parts
 from scrapy_dedup.learning import _record, read_record
 
@@ -207,3 +209,28 @@ def test_a_record_applied_without_a_log_reads_as_it_would_from_the_log(record: l
     # The memory store keeps no log: its records are applied as written,
     # without the JSON round trip a store's log makes; they must read the same.
     assert _record(record) == read_record(json.dumps(record, separators=(",", ":")))
+
+
+_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+
+
+def test_the_listed_wide_spaces_are_every_whitespace_beyond_ascii() -> None:
+    assert sorted(_WIDE_SPACES) == [c for c in _WHITESPACE if not c.isascii()]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(
+        st.sampled_from(_WHITESPACE + "aZéİẞ的<>/ main!-\ud800\udfff") | st.characters(),
+        max_size=300,
+    )
+)
+def test_a_page_digest_is_the_digest_of_its_visible_text(html: str) -> None:
+    # Digests in an evidence log were made from " ".join(text.split()).lower():
+    # the digest made without splitting must be that one, to the byte, for a
+    # later run to compare its pages with them.
+    text = visible_text(main_region(html))
+    expected = int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
+    )
+    assert page_digest(html) == (expected, len(text))
