@@ -397,12 +397,20 @@ class DedupFrontierMiddleware:
             request = request.replace(dont_filter=False, meta=meta)
             self.store.readmit(self.keys.compute(request).key)
             requests.append(request)
-        logger.info(
-            "Adopted %d unfinished requests of worker %s, whose lease expired (it was "
-            "killed or stopped): crawling them in this run",
-            len(requests),
-            adoption.worker,
-        )
+        if adoption.rows:
+            logger.info(
+                "Adopted %d unfinished requests of worker %s, whose lease expired (it was "
+                "killed or stopped): crawling them in this run",
+                len(requests),
+                adoption.worker,
+            )
+        else:
+            logger.info(
+                "Took over worker %s, whose lease expired (it was killed or stopped) with no "
+                "unfinished requests: the pages it skipped on rel=canonical trust are fetched "
+                "here should that trust end",
+                adoption.worker,
+            )
         self.stats.inc_value("dedup/frontier/adopted", len(requests))
         self.stats.inc_value("dedup/frontier/adopted_workers")
         if unreadable:

@@ -404,3 +404,37 @@ def test_skips_on_trust_pass_down_a_chain_of_adopters_that_die(
     assert "Adopted" in log and "'dedup/canonical/revoked': 1" in log, log
     assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
     _assert_every_story_kept(list(files.values()), log)
+
+
+def test_what_a_worker_that_stopped_skipped_on_trust_is_fetched_when_a_live_one_ends_it(
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    # As above, but A is not killed: it crawls the teaser site to the end,
+    # skipping the stories of articles 3 on on trust, and stops (its part
+    # done, nothing unfinished). B, in the same run, then ends the trust.
+    # A left no frontier rows, and it is taken over all the same: its skips
+    # are B's to fetch. Before, a worker that left no rows was adopted by
+    # nobody, and B fetched none of them.
+    gate = _trust_site(fresh_site, ["/b"])["/b"]
+    settings = _trust_settings(redis_url, redis_prefix)
+    files = [tmp_path / "items-a.jsonl", tmp_path / "items-b.jsonl"]
+    b = _worker(settings, fresh_site.url("/b", host="127.0.0.1"), files[1])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _workers_connected(redis_url, 1):
+        time.sleep(0.02)
+    a = _worker(settings, fresh_site.url("/", host="127.0.0.1"), files[0])
+    log_a = a.communicate(timeout=120)[0]
+    assert a.returncode == 0, log_a
+    skipped = {f"/a/{n}" for n in range(3, 12)} - set(fresh_site.fetched())
+    assert skipped, fresh_site.fetched()
+    # B takes A over at its next look at the leases (A gave its lease up).
+    while time.monotonic() < deadline and not any(
+        r[0] == "a" for r in _log_records(redis_url, redis_prefix)
+    ):
+        time.sleep(0.05)
+    gate.set()
+    log = b.communicate(timeout=120)[0]
+    assert b.returncode == 0, log
+    assert "Took over worker" in log and "'dedup/canonical/revoked': 1" in log, log
+    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
+    _assert_every_story_kept(files, log)

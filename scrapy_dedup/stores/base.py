@@ -37,8 +37,9 @@ class StoreError(Exception):
 
 @dataclass(frozen=True)
 class Adoption:
-    """The frontier rows of a worker whose lease ran out, now this worker's:
-    ``(key, request)`` as :meth:`DedupStore.pending_requests` gives them."""
+    """A worker whose lease ran out, taken over by this one: its frontier
+    rows (``(key, request)`` as :meth:`DedupStore.pending_requests` gives
+    them; none when it left none) and what it skipped on trust."""
 
     worker: str
     rows: list[tuple[int, str]]
@@ -249,8 +250,8 @@ class DedupStore(ABC):
         another worker may have scheduled it)."""
 
     def adopt(self) -> list[Adoption]:
-        """Take over the frontier rows of the workers of this run whose lease
-        ran out; each row is given to one caller only."""
+        """Take over the workers of this run whose lease ran out (each by one
+        caller only) and their frontier rows; each row is given to one caller only."""
         return []
 
     def readmit(self, key: int) -> None:

@@ -784,7 +784,9 @@ class RedisStore(DedupStore):
         )
 
     def adopt(self) -> list[Adoption]:
-        """Take over the rows of the workers of this run whose lease ran out."""
+        """Take over the workers of this run whose lease ran out (killed, or
+        stopped): their rows, and an :class:`Adoption` for each, with no rows
+        for one that left none (what it skipped is owed here all the same)."""
         if not self._leased:
             return []
         base = self._lease_base()
@@ -810,8 +812,8 @@ class RedisStore(DedupStore):
                 )
             except self._errors as exc:
                 raise StoreError(f"dedup store {self.uri} failed to adopt rows: {exc}") from exc
-            if keys:
-                adoptions.append(Adoption(worker, self._adopted_rows(keys)))
+            if keys is not None:  # taken over, rows or none: what it skipped is ours too
+                adoptions.append(Adoption(worker, self._adopted_rows(keys) if keys else []))
         return adoptions
 
     def _adopted_rows(self, fields: list[bytes]) -> list[tuple[int, str]]:
