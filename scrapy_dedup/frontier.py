@@ -419,7 +419,12 @@ class DedupFrontierMiddleware:
             self.crawler.engine.crawl(request)
         learned = self.state.learned
         # What it skipped on a host's rel=canonical trust is owed by this worker now.
-        owed = learned.adopted(adoption.worker) if learned is not None else 0
+        # So is what the workers it had taken over skipped: it may have died
+        # before it said so in the evidence log.
+        owed = 0
+        if learned is not None:
+            for worker in (adoption.worker, *adoption.took):
+                owed += learned.adopted(worker)
         return len(requests) + owed
 
     def _readmit_link(self, request: Request) -> None:

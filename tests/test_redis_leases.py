@@ -205,6 +205,47 @@ def test_two_live_workers_racing_adopt_a_dead_workers_rows_at_most_once(
     alive[1 - winner].close()
 
 
+def _expire(store: RedisStore, alive: RedisStore) -> None:
+    """Kill ``store`` and make its lease run out now."""
+    lease = store._lease_key(store.worker)
+    _die(store)
+    alive.client.pexpire(lease, 1)
+    while alive.client.exists(lease):
+        time.sleep(0.01)
+
+
+def test_whoever_adopts_an_adopter_learns_whom_it_had_taken_over(
+    redis_url: str, redis_prefix: str
+) -> None:
+    # A dies; B adopts it and dies before it says so in the evidence log (the
+    # "a" record that makes A's skips on trust B's); C adopts B. The store
+    # tells C that B had taken A over, so that A's skips are C's to fetch.
+    namespace = f"chain-{uuid.uuid4().hex[:8]}"
+    a, b, c = (_store(redis_url, namespace, redis_prefix, lease=30) for _ in range(3))
+    for store in (a, b, c):
+        store.keep_lease()
+    a.add_pending(1 << 40, '{"url": "https://a.test/1"}')
+    a.flush()
+    _expire(a, c)
+    (by_b,) = b.adopt()
+    assert (by_b.worker, [k for k, _ in by_b.rows], by_b.took) == (a.worker, [1 << 40], ())
+    _expire(b, c)
+    (by_c,) = c.adopt()
+    assert (by_c.worker, [k for k, _ in by_c.rows], by_c.took) == (
+        b.worker,
+        [1 << 40],
+        (a.worker,),
+    )
+    # A worker that left nothing is taken over too (what it skipped is owed).
+    d = _store(redis_url, namespace, redis_prefix, lease=30)
+    d.keep_lease()
+    _expire(d, c)
+    (by_c,) = c.adopt()
+    assert (by_c.worker, by_c.rows, by_c.took) == (d.worker, [], ())
+    assert c.adopt() == []
+    c.close()
+
+
 def test_an_adopted_page_s_link_seen_by_the_dead_worker_without_a_row_is_let_through_once(
     redis_url: str, redis_prefix: str
 ) -> None:

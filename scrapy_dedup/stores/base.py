@@ -43,6 +43,8 @@ class Adoption:
 
     worker: str
     rows: list[tuple[int, str]]
+    #: The workers it had taken over in turn (their skips are owed here too).
+    took: tuple[str, ...] = ()
 
 
 class DedupStore(ABC):

@@ -145,8 +145,12 @@ return {run, 0}
 """
 # Adopt the frontier rows (set KEYS[3]) of worker ARGV[1], whose lease
 # KEYS[2] ran out, for the worker whose lease KEYS[5] holds (rows: KEYS[4]);
-# take it off the run's workers (KEYS[1]). Answer the rows' keys, or nil while
-# its lease holds (or the caller's does not). One script: a row moves once.
+# take it off the run's workers (KEYS[1]). The workers the caller took over
+# (set KEYS[7]) are that one and those it had taken over (KEYS[6]): the
+# caller may die before it says so in the evidence log, and whoever adopts
+# it then learns them here. Answer {rows' keys, the workers it had taken
+# over}, or nil while its lease holds (or the caller's does not). One
+# script: a row moves once.
 _ADOPT = """
 if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[5]) == 0 then
   return false
@@ -156,8 +160,14 @@ if #rows > 0 then
   redis.call('SUNIONSTORE', KEYS[4], KEYS[4], KEYS[3])
   redis.call('DEL', KEYS[3])
 end
+local took = redis.call('SMEMBERS', KEYS[6])
+redis.call('SADD', KEYS[7], ARGV[1])
+if #took > 0 then
+  redis.call('SUNIONSTORE', KEYS[7], KEYS[7], KEYS[6])
+  redis.call('DEL', KEYS[6])
+end
 redis.call('SREM', KEYS[1], ARGV[1])
-return rows
+return {rows, took}
 """
 # Replace field ARGV[1]'s value ARGV[2] with ARGV[3]: 1 if it holds ARGV[3] now.
 _SWAP = """
@@ -702,6 +712,10 @@ class RedisStore(DedupStore):
     def _rows_key(self, worker: str, run: int | None = None) -> str:
         return f"{self._lease_base(run)}:{worker}:rows"
 
+    def _took_key(self, worker: str, run: int | None = None) -> str:
+        """The workers of the run ``worker`` took over (:meth:`adopt`)."""
+        return f"{self._lease_base(run)}:{worker}:took"
+
     def keep_lease(self) -> None:
         """Take or renew this worker's lease. A renewal that finds it ran out
         (the reactor or Redis stalled longer than the lease) says so: other
@@ -741,6 +755,7 @@ class RedisStore(DedupStore):
                 name = worker.decode("utf-8", "replace")
                 pipe.delete(self._lease_key(name, run))
                 pipe.delete(self._rows_key(name, run))
+                pipe.delete(self._took_key(name, run))
             pipe.delete(base)
 
         self._pipe("forget the last run's leases", drop)
@@ -806,14 +821,28 @@ class RedisStore(DedupStore):
             # Not retried after a lost reply (_call would): the rows would be
             # ours already, and a second try would answer none of them.
             try:
-                keys = self._adopt(
-                    keys=[base, self._lease_key(worker), self._rows_key(worker), *mine[1:]],
+                taken = self._adopt(
+                    keys=[
+                        base,
+                        self._lease_key(worker),
+                        self._rows_key(worker),
+                        *mine[1:],
+                        self._took_key(worker),
+                        self._took_key(self.worker),
+                    ],
                     args=[worker],
                 )
             except self._errors as exc:
                 raise StoreError(f"dedup store {self.uri} failed to adopt rows: {exc}") from exc
-            if keys is not None:  # taken over, rows or none: what it skipped is ours too
-                adoptions.append(Adoption(worker, self._adopted_rows(keys) if keys else []))
+            if taken is None:
+                continue  # its lease holds after all (or ours ran out)
+            # Taken over, rows or none: what it skipped is ours too, and what
+            # the workers it took over skipped (it may have died before it
+            # said so in the evidence log).
+            keys, took = taken
+            rows = self._adopted_rows(keys) if keys else []
+            names = sorted(name.decode("utf-8", "replace") for name in took)
+            adoptions.append(Adoption(worker, rows, tuple(names)))
         return adoptions
 
     def _adopted_rows(self, fields: list[bytes]) -> list[tuple[int, str]]:
