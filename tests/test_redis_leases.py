@@ -479,3 +479,51 @@ def test_what_a_worker_that_stopped_skipped_on_trust_is_fetched_when_a_live_one_
     assert "Took over worker" in log and "'dedup/canonical/revoked': 1" in log, log
     assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
     _assert_every_story_kept(files, log)
+
+
+def test_skips_on_trust_pass_on_when_an_adopter_dies_before_it_says_whom_it_adopted(
+    fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    # As the chain above, with the adopter killed in the worst moment: it has
+    # taken A's rows (the store's script) and not yet said so in the evidence
+    # log. The adopter is a store in this process that adopts A and then
+    # closes without a word; C, crawling, adopts it, is told by the store that
+    # it had taken A over, and fetches A's skips when it ends the trust.
+    # Before, A's skips stayed A's, and nobody fetched them.
+    gate = _trust_site(fresh_site, ["/c"])["/c"]
+    settings = _trust_settings(redis_url, redis_prefix)
+    files = [tmp_path / "items-a.jsonl", tmp_path / "items-c.jsonl"]
+    c = _worker(settings, fresh_site.url("/c", host="127.0.0.1"), files[1])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _workers_connected(redis_url, 1):
+        time.sleep(0.02)
+    a = _worker(settings, fresh_site.url("/", host="127.0.0.1"), files[0])
+    while time.monotonic() < deadline and "/a/7/amp" not in fresh_site.fetched():
+        assert a.poll() is None and c.poll() is None
+        time.sleep(0.01)
+    a.send_signal(signal.SIGKILL)
+    a.communicate(timeout=30)
+    skipped = {f"/a/{n}" for n in range(3, 6)} - set(fresh_site.fetched())
+    assert skipped, fresh_site.fetched()
+    b = _store(redis_url, settings["DEDUP_NAMESPACE"], redis_prefix, lease=2)
+    b.keep_lease()
+    names = [name.decode() for name in b.client.smembers(b._lease_base())]
+    (name_a,) = [name for name in names if name.split("-")[2] == str(a.pid)]
+    c.send_signal(signal.SIGSTOP)  # C must not adopt A first
+    try:
+        b.client.delete(b._lease_key(name_a))  # A's lease ends now
+        adopted = b.adopt()
+    finally:
+        c.send_signal(signal.SIGCONT)
+    assert [x.worker for x in adopted if x.rows] == [name_a], adopted
+    lease_b = b._lease_key(b.worker)
+    _die(b)  # without a record in the evidence log
+    client = redis.Redis.from_url(redis_url)
+    client.delete(lease_b)
+    client.close()
+    gate.set()
+    log = c.communicate(timeout=120)[0]
+    assert c.returncode == 0, log
+    assert "'dedup/canonical/revoked': 1" in log, log
+    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
+    _assert_every_story_kept(files, log)
