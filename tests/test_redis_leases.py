@@ -351,6 +351,54 @@ def _assert_every_story_kept(files: list[Path], log: str) -> None:
         assert any(text.endswith(story) for text in texts), (n, log)
 
 
+def _waiting_worker(
+    site: Site, redis_url: str, redis_prefix: str, tmp_path: Path, name: str
+) -> tuple[threading.Event, dict[str, Any], list[Path], Any]:
+    """The teaser site with a gate for worker ``name`` (started here, waiting
+    at its start page): the gate, the settings, the item files (A's, then
+    its) and its process."""
+    gate = _trust_site(site, [f"/{name}"])[f"/{name}"]
+    settings = _trust_settings(redis_url, redis_prefix)
+    files = [tmp_path / "items-a.jsonl", tmp_path / f"items-{name}.jsonl"]
+    worker = _worker(settings, site.url(f"/{name}", host="127.0.0.1"), files[1])
+    return gate, settings, files, worker
+
+
+def _killed_after_its_skips(
+    site: Site, settings: dict[str, Any], redis_url: str, items: Path, others: list[Any]
+) -> tuple[Any, set[str]]:
+    """Worker A on the teaser site, started once the workers ``others`` are
+    connected and killed once it has skipped stories on trust (it fetches the
+    AMP view of article 7 after skipping stories 3-5): A's process and the
+    stories it skipped."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _workers_connected(redis_url, len(others)):
+        time.sleep(0.02)
+    a = _worker(settings, site.url("/", host="127.0.0.1"), items)
+    while time.monotonic() < deadline and "/a/7/amp" not in site.fetched():
+        assert a.poll() is None and all(other.poll() is None for other in others)
+        time.sleep(0.01)
+    a.send_signal(signal.SIGKILL)
+    a.communicate(timeout=30)
+    skipped = {f"/a/{n}" for n in range(3, 6)} - set(site.fetched())
+    assert skipped, site.fetched()
+    return a, skipped
+
+
+def _ends_the_trust_keeping_every_story(
+    worker: Any, site: Site, skipped: set[str], files: list[Path]
+) -> str:
+    """``worker`` (the one that ends the host's trust) exits cleanly, has
+    fetched the stories ``skipped`` on trust, and the items of ``files``
+    hold every story: its log."""
+    log = worker.communicate(timeout=120)[0]
+    assert worker.returncode == 0, log
+    assert "'dedup/canonical/revoked': 1" in log, log
+    assert skipped <= set(site.fetched()), (sorted(skipped - set(site.fetched())), log)
+    _assert_every_story_kept(files, log)
+    return log
+
+
 def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_the_trust(
     fresh_site: Site, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
@@ -362,28 +410,11 @@ def test_what_a_killed_worker_skipped_on_trust_is_fetched_when_a_live_one_ends_t
     # when B adopts A's frontier, the stories A skipped on trust are B's to
     # fetch (nobody else would: their keys are seen), and every story gives
     # an item.
-    gate = _trust_site(fresh_site, ["/b"])["/b"]
-    settings = _trust_settings(redis_url, redis_prefix)
-    files = [tmp_path / "items-a.jsonl", tmp_path / "items-b.jsonl"]
-    b = _worker(settings, fresh_site.url("/b", host="127.0.0.1"), files[1])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _workers_connected(redis_url, 1):
-        time.sleep(0.02)
-    a = _worker(settings, fresh_site.url("/", host="127.0.0.1"), files[0])
-    # A has skipped stories 3-5 on trust once it fetches the AMP view of article 7.
-    while time.monotonic() < deadline and "/a/7/amp" not in fresh_site.fetched():
-        assert a.poll() is None and b.poll() is None
-        time.sleep(0.01)
-    a.send_signal(signal.SIGKILL)
-    a.communicate(timeout=30)
-    skipped = {f"/a/{n}" for n in range(3, 6)} - set(fresh_site.fetched())
-    assert skipped, fresh_site.fetched()
+    gate, settings, files, b = _waiting_worker(fresh_site, redis_url, redis_prefix, tmp_path, "b")
+    _, skipped = _killed_after_its_skips(fresh_site, settings, redis_url, files[0], [b])
     gate.set()
-    log = b.communicate(timeout=120)[0]
-    assert b.returncode == 0, log
-    assert "Adopted" in log and "'dedup/canonical/revoked': 1" in log, log
-    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
-    _assert_every_story_kept(files, log)
+    log = _ends_the_trust_keeping_every_story(b, fresh_site, skipped, files)
+    assert "Adopted" in log, log
 
 
 def _log_records(url: str, prefix: str) -> list[list[Any]]:
@@ -413,17 +444,9 @@ def test_skips_on_trust_pass_down_a_chain_of_adopters_that_die(
         path: _worker(settings, fresh_site.url(path, host="127.0.0.1"), files[path[1]])
         for path in gates
     }
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not _workers_connected(redis_url, 2):
-        time.sleep(0.02)
-    a = _worker(settings, fresh_site.url("/", host="127.0.0.1"), files["a"])
-    while time.monotonic() < deadline and "/a/7/amp" not in fresh_site.fetched():
-        assert a.poll() is None and all(w.poll() is None for w in waiting.values())
-        time.sleep(0.01)
-    a.send_signal(signal.SIGKILL)
-    a.communicate(timeout=30)
-    skipped = {f"/a/{n}" for n in range(3, 6)} - set(fresh_site.fetched())
-    assert skipped, fresh_site.fetched()
+    others = list(waiting.values())
+    _, skipped = _killed_after_its_skips(fresh_site, settings, redis_url, files["a"], others)
+    deadline = time.monotonic() + 60
     # The adopter says so in the log; its "w" record names its process.
     adopter = None
     while adopter is None and time.monotonic() < deadline:
@@ -440,11 +463,10 @@ def test_skips_on_trust_pass_down_a_chain_of_adopters_that_die(
     waiting[adopter].communicate(timeout=30)
     for gate in gates.values():
         gate.set()
-    log = waiting[survivor].communicate(timeout=120)[0]
-    assert waiting[survivor].returncode == 0, log
-    assert "Adopted" in log and "'dedup/canonical/revoked': 1" in log, log
-    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
-    _assert_every_story_kept(list(files.values()), log)
+    log = _ends_the_trust_keeping_every_story(
+        waiting[survivor], fresh_site, skipped, list(files.values())
+    )
+    assert "Adopted" in log, log
 
 
 def test_what_a_worker_that_stopped_skipped_on_trust_is_fetched_when_a_live_one_ends_it(
@@ -456,10 +478,7 @@ def test_what_a_worker_that_stopped_skipped_on_trust_is_fetched_when_a_live_one_
     # A left no frontier rows, and it is taken over all the same: its skips
     # are B's to fetch. Before, a worker that left no rows was adopted by
     # nobody, and B fetched none of them.
-    gate = _trust_site(fresh_site, ["/b"])["/b"]
-    settings = _trust_settings(redis_url, redis_prefix)
-    files = [tmp_path / "items-a.jsonl", tmp_path / "items-b.jsonl"]
-    b = _worker(settings, fresh_site.url("/b", host="127.0.0.1"), files[1])
+    gate, settings, files, b = _waiting_worker(fresh_site, redis_url, redis_prefix, tmp_path, "b")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not _workers_connected(redis_url, 1):
         time.sleep(0.02)
@@ -474,11 +493,8 @@ def test_what_a_worker_that_stopped_skipped_on_trust_is_fetched_when_a_live_one_
     ):
         time.sleep(0.05)
     gate.set()
-    log = b.communicate(timeout=120)[0]
-    assert b.returncode == 0, log
-    assert "Took over worker" in log and "'dedup/canonical/revoked': 1" in log, log
-    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
-    _assert_every_story_kept(files, log)
+    log = _ends_the_trust_keeping_every_story(b, fresh_site, skipped, files)
+    assert "Took over worker" in log, log
 
 
 def test_skips_on_trust_pass_on_when_an_adopter_dies_before_it_says_whom_it_adopted(
@@ -490,21 +506,8 @@ def test_skips_on_trust_pass_on_when_an_adopter_dies_before_it_says_whom_it_adop
     # closes without a word; C, crawling, adopts it, is told by the store that
     # it had taken A over, and fetches A's skips when it ends the trust.
     # Before, A's skips stayed A's, and nobody fetched them.
-    gate = _trust_site(fresh_site, ["/c"])["/c"]
-    settings = _trust_settings(redis_url, redis_prefix)
-    files = [tmp_path / "items-a.jsonl", tmp_path / "items-c.jsonl"]
-    c = _worker(settings, fresh_site.url("/c", host="127.0.0.1"), files[1])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _workers_connected(redis_url, 1):
-        time.sleep(0.02)
-    a = _worker(settings, fresh_site.url("/", host="127.0.0.1"), files[0])
-    while time.monotonic() < deadline and "/a/7/amp" not in fresh_site.fetched():
-        assert a.poll() is None and c.poll() is None
-        time.sleep(0.01)
-    a.send_signal(signal.SIGKILL)
-    a.communicate(timeout=30)
-    skipped = {f"/a/{n}" for n in range(3, 6)} - set(fresh_site.fetched())
-    assert skipped, fresh_site.fetched()
+    gate, settings, files, c = _waiting_worker(fresh_site, redis_url, redis_prefix, tmp_path, "c")
+    a, skipped = _killed_after_its_skips(fresh_site, settings, redis_url, files[0], [c])
     b = _store(redis_url, settings["DEDUP_NAMESPACE"], redis_prefix, lease=2)
     b.keep_lease()
     names = [name.decode() for name in b.client.smembers(b._lease_base())]
@@ -522,8 +525,4 @@ def test_skips_on_trust_pass_on_when_an_adopter_dies_before_it_says_whom_it_adop
     client.delete(lease_b)
     client.close()
     gate.set()
-    log = c.communicate(timeout=120)[0]
-    assert c.returncode == 0, log
-    assert "'dedup/canonical/revoked': 1" in log, log
-    assert skipped <= set(fresh_site.fetched()), (sorted(skipped - set(fresh_site.fetched())), log)
-    _assert_every_story_kept(files, log)
+    _ends_the_trust_keeping_every_story(c, fresh_site, skipped, files)
