@@ -404,7 +404,7 @@ class DedupFrontierMiddleware:
                 len(requests),
                 adoption.worker,
             )
-        else:
+        elif self.state.learned is not None:  # (without DEDUP_LEARN, nothing is owed)
             logger.info(
                 "Took over worker %s, whose lease expired (it was killed or stopped) with no "
                 "unfinished requests: the pages it skipped on rel=canonical trust are fetched "
