@@ -139,9 +139,9 @@ def main_region(html: str) -> str:
 def page_digest(html: str) -> tuple[int, int]:
     """``(64-bit digest, length)`` of the visible text of the main region of ``html``."""
     folded = _folded(_unfolded(main_region(html)))
-    digest = int.from_bytes(hashlib.blake2b(folded, digest_size=8).digest(), "little")
+    digest, length = body_digest(folded)
     if folded.isascii():
-        return digest, len(folded)
+        return digest, length
     return digest, len(folded.translate(None, _UTF8_CONTINUATION))  # characters, not bytes
 
 
